@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both run `setup` first.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
+STAMP := $(VENV)/.installed
+
+.PHONY: setup java demo test bench lint clean
+
+setup: $(STAMP) java
+
+java:
+	@scripts/ensure-java.sh
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "mirrorflow needs Python 3.11+ (set PYTHON=/path/to/python3.11)")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	# pyspark-client (pulled by the Spark provider) overwrites pyspark's Python files: restore them.
+	$(PIP) install -q --no-deps --force-reinstall $(PYSPARK_PIN)
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+demo: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m mirrorflow.demo
+
+test: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+
+bench: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/run_all.py
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache
