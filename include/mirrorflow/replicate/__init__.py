@@ -1,0 +1,1 @@
+"""The data plane: plan bounded offset ranges, copy them, record progress and offset-syncs."""

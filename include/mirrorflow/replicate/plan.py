@@ -1,0 +1,119 @@
+"""What one run copies: per source partition, a span [start, end) cut into bounded ranges.
+
+A plan is data only (JSON in the runs topic and in XCom). The ranges of one partition must be
+copied in order by one writer, because the target keeps source order and the transactional id
+is per partition; so work is handed out per partition ("units"), dealt round-robin over at most
+`tasks.max` workers as MM2 deals partitions over its tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        """Offsets in the range (an upper bound on records: gaps are not known in advance)."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpan:
+    """One source partition's pending offsets at plan time.
+
+    `progress` is the last replicated upstream offset (-1 when nothing was ever copied);
+    `lost` counts offsets that retention removed from the source before they were copied.
+    """
+
+    topic: str
+    partition: int
+    remote_topic: str
+    start: int
+    end: int
+    progress: int = -1
+    lost: int = 0
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.end - self.start)
+
+    def ranges(self, max_records: int) -> list[Range]:
+        out = []
+        start = self.start
+        while start < self.end:
+            end = min(self.end, start + max_records)
+            out.append(Range(self.topic, self.partition, self.remote_topic, start, end))
+            start = end
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    run_id: str
+    source: str
+    target: str
+    mode: str  # "replicate" or "migrate"
+    created_ms: int
+    max_records: int
+    max_bytes: int
+    delivery: str  # "exactly-once" or "at-least-once"
+    tasks_max: int
+    spans: tuple[PartitionSpan, ...] = field(default_factory=tuple)
+    created_topics: tuple[str, ...] = ()
+
+    @property
+    def flow(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    def ranges(self) -> list[Range]:
+        return [r for span in self.spans for r in span.ranges(self.max_records)]
+
+    def units(self) -> list[PartitionSpan]:
+        """Spans with work to do, plus empty ones whose progress must still be recorded."""
+        return [s for s in self.spans if s.pending > 0 or s.progress < s.start - 1]
+
+    def slices(self) -> list[list[PartitionSpan]]:
+        """Units dealt round-robin over min(tasks.max, units) workers, in (topic, partition) order."""
+        units = sorted(self.units(), key=lambda s: (s.topic, s.partition))
+        workers = max(1, min(self.tasks_max, len(units)))
+        dealt: list[list[PartitionSpan]] = [[] for _ in range(workers)]
+        for i, unit in enumerate(units):
+            dealt[i % workers].append(unit)
+        return [d for d in dealt if d]
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """Per remote topic: partitions, pending offsets, ranges and offsets lost to retention."""
+        out: dict[str, dict[str, int]] = {}
+        for span in self.spans:
+            row = out.setdefault(
+                span.topic,
+                {"partitions": 0, "pending": 0, "ranges": 0, "lost": 0},
+            )
+            row["partitions"] += 1
+            row["pending"] += span.pending
+            row["ranges"] += len(span.ranges(self.max_records))
+            row["lost"] += span.lost
+        return out
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["spans"] = [
+            [s.topic, s.partition, s.remote_topic, s.start, s.end, s.progress, s.lost] for s in self.spans
+        ]
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        data = json.loads(text)
+        data["spans"] = tuple(PartitionSpan(*row) for row in data["spans"])
+        data["created_topics"] = tuple(data.get("created_topics", ()))
+        return cls(**data)

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from mirrorflow.replicate.plan import PartitionSpan, Plan
+
+
+def _plan(spans, tasks_max=2, max_records=100):
+    return Plan(
+        run_id="r1",
+        source="A",
+        target="B",
+        mode="replicate",
+        created_ms=1,
+        max_records=max_records,
+        max_bytes=1 << 20,
+        delivery="exactly-once",
+        tasks_max=tasks_max,
+        spans=tuple(spans),
+    )
+
+
+def test_span_is_cut_into_bounded_contiguous_ranges() -> None:
+    span = PartitionSpan("t", 0, "A.t", start=10, end=260, progress=9)
+    ranges = span.ranges(100)
+    assert [(r.start, r.end) for r in ranges] == [(10, 110), (110, 210), (210, 260)]
+    assert sum(r.records for r in ranges) == span.pending == 250
+
+
+def test_empty_span_has_no_ranges() -> None:
+    assert PartitionSpan("t", 0, "A.t", start=5, end=5, progress=4).ranges(10) == []
+
+
+def test_units_keep_spans_whose_progress_must_move() -> None:
+    caught_up = PartitionSpan("t", 0, "A.t", 50, 50, progress=49)
+    busy = PartitionSpan("t", 1, "A.t", 0, 10, progress=-1)
+    expired = PartitionSpan("t", 2, "A.t", 100, 100, progress=5, lost=94)
+    latest_reset = PartitionSpan("t", 3, "A.t", 70, 70, progress=-1)
+    plan = _plan([caught_up, busy, expired, latest_reset])
+    assert plan.units() == [busy, expired, latest_reset]
+
+
+def test_slices_deal_round_robin_and_never_split_a_partition() -> None:
+    spans = [PartitionSpan("t", p, "A.t", 0, 10) for p in range(5)]
+    slices = _plan(spans, tasks_max=2).slices()
+    assert [[s.partition for s in sl] for sl in slices] == [[0, 2, 4], [1, 3]]
+    assert len(_plan(spans, tasks_max=10).slices()) == 5
+
+
+def test_plan_round_trips_through_json() -> None:
+    plan = _plan([PartitionSpan("t", 0, "A.t", 3, 9, progress=2, lost=1)])
+    assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_summary_counts_per_topic() -> None:
+    plan = _plan(
+        [PartitionSpan("t", 0, "A.t", 0, 250), PartitionSpan("t", 1, "A.t", 0, 50, lost=3)], max_records=100
+    )
+    assert plan.summary() == {"t": {"partitions": 2, "pending": 300, "ranges": 4, "lost": 3}}
