@@ -1,0 +1,109 @@
+"""Small, shared Kafka helpers on confluent-kafka: bounded partition reads and offset lookups.
+
+Every mirrorflow component talks to Kafka through confluent-kafka directly; this module only
+holds the few patterns several of them need, so each is written (and tested) once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+TIMEOUT_S = 60.0
+
+
+class KafkaCallError(RuntimeError):
+    """A Kafka call failed; the message names the cluster object and the broker's error."""
+
+
+def admin_client(config: Mapping[str, Any]) -> AdminClient:
+    return AdminClient(dict(config))
+
+
+def reader(config: Mapping[str, Any], *, isolation: str = "read_committed") -> Consumer:
+    """A consumer for assigned reads: no group membership, no commits."""
+    return Consumer(
+        {
+            **config,
+            "group.id": config.get("group.id", "mirrorflow-reader"),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+        }
+    )
+
+
+def list_offsets(
+    admin: AdminClient,
+    partitions: Iterable[tuple[str, int]],
+    spec: OffsetSpec,
+    *,
+    read_committed: bool = True,
+) -> dict[tuple[str, int], int]:
+    """One ListOffsets call for many partitions (earliest, latest = LSO when read_committed, or a timestamp)."""
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    if not request:
+        return {}
+    isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_S)
+    out: dict[tuple[str, int], int] = {}
+    for tp, future in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = future.result().offset
+        except KafkaException as exc:
+            raise KafkaCallError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}") from exc
+    return out
+
+
+def read_partition(
+    config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    isolation: str = "read_committed",
+    idle_timeout_s: float = 30.0,
+) -> Iterator[Message]:
+    """Records of one partition from `start` up to `end` (exclusive; default: the end as of now)."""
+    consumer = reader(config, isolation=isolation)
+    try:
+        tp = TopicPartition(topic, partition)
+        if end is None:
+            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+            if isolation == "read_committed":
+                admin = admin_client(config)
+                high = list_offsets(admin, [(topic, partition)], OffsetSpec.latest())[(topic, partition)]
+            end = high
+        if start >= end:
+            return
+        consumer.assign([TopicPartition(topic, partition, start)])
+        last_seen = time.monotonic()
+        while True:
+            batch = consumer.consume(1000, timeout=0.5)
+            if not batch:
+                if time.monotonic() - last_seen > idle_timeout_s:
+                    raise KafkaCallError(f"{topic}-{partition} stopped before offset {end}")
+                continue
+            last_seen = time.monotonic()
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if message.offset() >= end:
+                            return
+                        continue
+                    raise KafkaException(error)
+                if message.offset() >= end:
+                    return
+                yield message
+                if message.offset() + 1 >= end:
+                    return
+    finally:
+        consumer.close()

@@ -1,0 +1,140 @@
+"""Replication progress in MM2's own place: Connect source offsets in `mm2-offsets.<A>.internal`.
+
+Each source partition's progress is the last upstream offset that is durably on the target,
+stored exactly as MirrorSourceConnector's Connect offsets (see mirrorflow.mm2.connect_offsets),
+so MM2 can continue a flow mirrorflow copied and the other way round.
+
+Reading must not return a stale value: in exactly-once mode progress is written inside the same
+transactions as the data, and a read_committed reader stops at the last stable offset, which
+another partition's open transaction can hold below our latest committed record. So a read first
+notes the high watermark and then waits until the committed view has reached it; every record
+below it is then decided, and the latest committed value per key is the true one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from mirrorflow.mm2.connect_offsets import (
+    MIRROR_SOURCE_CONNECTOR,
+    ConnectOffsetFormatError,
+    SourceOffsetKey,
+    decode_offset_value,
+    encode_offset_value,
+)
+
+SETTLE_TIMEOUT_S = 120.0
+
+
+class ProgressReadError(RuntimeError):
+    pass
+
+
+def progress_record(source_alias: str, topic: str, partition: int, offset: int, num_partitions: int):
+    """(key, value, partition) of the progress record for one source partition."""
+    key = SourceOffsetKey(cluster=source_alias, topic=topic, partition=partition)
+    return key.key_bytes(), encode_offset_value(offset), key.offsets_partition(num_partitions)
+
+
+def read_progress(
+    consumer_config: Mapping[str, Any],
+    progress_topic: str,
+    source_alias: str,
+    *,
+    only: Iterable[tuple[str, int]] | None = None,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+) -> dict[tuple[str, int], int]:
+    """Last replicated upstream offset per (topic, partition) of `source_alias`.
+
+    `only` limits the read to the offsets-topic partitions that can hold those keys; with it,
+    a copy task reads one small partition instead of the whole topic.
+    """
+    consumer = Consumer(
+        {
+            **consumer_config,
+            "group.id": f"mirrorflow-progress-{source_alias}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(progress_topic, timeout=30).topics.get(progress_topic)
+        if metadata is None or metadata.error is not None:
+            if metadata is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return {}
+            raise ProgressReadError(
+                f"cannot describe progress topic {progress_topic}: {metadata and metadata.error}"
+            )
+        count = len(metadata.partitions)
+        if only is None:
+            partitions = sorted(metadata.partitions)
+        else:
+            partitions = sorted(
+                {
+                    SourceOffsetKey(cluster=source_alias, topic=t, partition=p).offsets_partition(count)
+                    for t, p in only
+                }
+            )
+        return _read_settled(consumer, progress_topic, partitions, source_alias, timeout_s)
+    finally:
+        consumer.close()
+
+
+def _read_settled(
+    consumer: Consumer, topic: str, partitions: list[int], source_alias: str, timeout_s: float
+) -> dict[tuple[str, int], int]:
+    targets: dict[int, int] = {}
+    starts = []
+    for p in partitions:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+        if high > low:
+            targets[p] = high
+            starts.append(TopicPartition(topic, p, low))
+    if not starts:
+        return {}
+    consumer.assign(starts)
+    found: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout_s
+    while targets:
+        if time.monotonic() > deadline:
+            raise ProgressReadError(
+                f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction for "
+                f"{timeout_s:.0f}s; a writer may be stuck (it is aborted after its transaction.timeout.ms)"
+            )
+        for message in consumer.consume(1000, timeout=1.0):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() >= targets.get(message.partition(), 0):
+                        targets.pop(message.partition(), None)
+                    continue
+                raise KafkaException(error)
+            _apply(found, message.key(), message.value(), source_alias)
+            if message.offset() + 1 >= targets.get(message.partition(), 0):
+                targets.pop(message.partition(), None)
+    return found
+
+
+def _apply(
+    found: dict[tuple[str, int], int], key: bytes | None, value: bytes | None, source_alias: str
+) -> None:
+    try:
+        parsed = SourceOffsetKey.decode(key)
+    except ConnectOffsetFormatError:
+        return  # checkpoint/heartbeat connectors and other connectors share this topic
+    if parsed.cluster != source_alias or parsed.connector != MIRROR_SOURCE_CONNECTOR:
+        return
+    where = (parsed.topic, parsed.partition)
+    try:
+        offset = decode_offset_value(value)
+    except ConnectOffsetFormatError:
+        return
+    if offset is None:
+        found.pop(where, None)
+    else:
+        found[where] = offset
