@@ -1,0 +1,87 @@
+"""The `mirrorflow` command. Subcommands are thin: each calls one library function and prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
+
+
+@click.group()
+def main() -> None:
+    """mirrorflow: Kafka replication with MirrorMaker 2 semantics, run by Airflow and Spark."""
+
+
+@main.command(name="validate")
+@click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
+def validate_command(config_file: Path) -> None:
+    """Check an MM2 properties file: every problem with its fix, then the clusters and flows."""
+    console = Console(soft_wrap=True)
+    config: MirrorConfig | None = None
+    try:
+        config = parse_config(config_file)
+    except ConfigError as exc:
+        problems = exc.problems
+    else:
+        problems = validate(config)
+    if problems:
+        console.print(_problems_table(problems))
+    if config is not None:
+        console.print(_clusters_table(config))
+        console.print(_flows_table(config))
+    errors = sum(p.is_error for p in problems)
+    warnings = len(problems) - errors
+    style = "bold red" if errors else "bold green"
+    console.print(f"[{style}]{config_file}: {errors} error(s), {warnings} warning(s)[/{style}]")
+    sys.exit(1 if errors else 0)
+
+
+def _problems_table(problems: list[Problem]) -> Table:
+    table = Table(title="Problems", show_lines=True)
+    for column in ("key", "severity", "problem", "fix"):
+        table.add_column(column, overflow="fold")
+    for problem in sorted(problems, key=lambda p: (not p.is_error, p.key)):
+        color = "red" if problem.is_error else "yellow"
+        table.add_row(
+            problem.key, f"[{color}]{problem.severity.value}[/{color}]", problem.message, problem.fix
+        )
+    return table
+
+
+def _clusters_table(config: MirrorConfig) -> Table:
+    table = Table(title="Clusters")
+    for column in ("alias", "bootstrap.servers", "airflow connection"):
+        table.add_column(column, overflow="fold")
+    for alias in config.clusters:
+        cluster = config.cluster(alias)
+        bootstrap = cluster.redacted().get("bootstrap.servers", "-")
+        table.add_row(alias, bootstrap, cluster.airflow_connection_id or "-")
+    return table
+
+
+def _flows_table(config: MirrorConfig) -> Table:
+    table = Table(title="Flows")
+    for column in ("flow", "replicates", "heartbeats", "policy", "topics", "groups", "schedule", "delivery"):
+        table.add_column(column, overflow="fold")
+    for source, target in config.pairs():
+        replicates = config.replication_enabled(source, target)
+        heartbeats = config.heartbeats_enabled(source, target)
+        if not (replicates or heartbeats):
+            continue
+        flow, _ = config.resolved_flow(source, target)
+        table.add_row(
+            flow.name,
+            "yes" if replicates else "no",
+            "yes" if heartbeats and flow.emit_heartbeats_interval is not None else "no",
+            type(flow.policy).__name__,
+            ", ".join(flow.topics) if replicates else "-",
+            ", ".join(flow.groups) if replicates else "-",
+            flow.replicate_schedule if replicates else "-",
+            flow.delivery if replicates else "-",
+        )
+    return table

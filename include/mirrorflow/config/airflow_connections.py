@@ -1,0 +1,80 @@
+"""Credentials from Airflow: `<alias>.airflow.connection.id` names a `kafka` connection whose
+`extra` JSON holds librdkafka properties for that cluster (the Apache Kafka provider's format).
+
+They override the file's settings for that cluster's clients at run time, so passwords can
+live in Airflow's secrets backend instead of the properties file. The lookup happens only when
+such a key exists, and only inside Airflow (the import is inside the function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from mirrorflow.config.problems import ConfigError, error
+
+ConnectionExtra = Callable[[str], Mapping[str, object]]
+
+# Settings a role must keep whatever the connection says (MM2 forces them too).
+_FORCED = {"consumer": {"enable.auto.commit": "false"}}
+
+
+def merge_connection_extra(
+    client_config: Mapping[str, object], extra: Mapping[str, object], kind: str
+) -> dict[str, object]:
+    """File settings < connection extra; `kind` (consumer/producer/admin) keeps its forced settings."""
+    merged = {**client_config, **extra}
+    merged.update(_FORCED.get(kind, {}))
+    return merged
+
+
+def fetch_connection_extra(conn_id: str, *, key: str = "airflow.connection.id") -> dict[str, object]:
+    """The extra of Airflow connection `conn_id` (must be of type kafka), looked up through the task SDK.
+
+    `key` is the configuration key that named the connection, for error messages.
+    """
+    try:
+        from airflow.sdk import Connection
+    except ImportError as exc:
+        raise ConfigError(
+            [
+                error(
+                    key,
+                    "the cluster's credentials are in an Airflow connection, but Airflow is not importable",
+                    "run inside Airflow or remove the key",
+                )
+            ]
+        ) from exc
+    try:
+        connection = Connection.get(conn_id)
+    except Exception as exc:
+        raise ConfigError(
+            [
+                error(
+                    key,
+                    f"Airflow connection {conn_id!r} could not be read: {exc}",
+                    f"create connection {conn_id} of type kafka",
+                )
+            ]
+        ) from exc
+    if connection.conn_type != "kafka":
+        raise ConfigError(
+            [
+                error(
+                    key,
+                    f"Airflow connection {conn_id!r} has type {connection.conn_type!r}",
+                    "use a connection of type kafka whose extra JSON holds librdkafka properties",
+                )
+            ]
+        )
+    extra = connection.extra_dejson
+    if not isinstance(extra, dict):
+        raise ConfigError(
+            [
+                error(
+                    key,
+                    f"the extra of connection {conn_id!r} is not a JSON object",
+                    "store librdkafka properties as a JSON object",
+                )
+            ]
+        )
+    return extra

@@ -1,0 +1,460 @@
+"""One ordered cluster pair S->T with every MM2 and mirrorflow setting resolved and typed.
+
+A FlowConfig is what planning, copying, checkpointing and DAG generation read: typed values
+with MM2's defaults, the flow's replication policy and filters, and the six client configs as
+librdkafka property dicts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from mirrorflow.config import librdkafka
+from mirrorflow.config.airflow_connections import fetch_connection_extra, merge_connection_extra
+from mirrorflow.config.keys import (
+    CONNECTOR_KEYS,
+    DEFAULT_CONFIG_PROPERTY_FILTER_CLASS,
+    DEFAULT_GROUP_FILTER_CLASS,
+    DEFAULT_TOPIC_FILTER_CLASS,
+    DEPRECATED_ALIASES,
+    KeySpec,
+)
+from mirrorflow.config.layers import connector_settings, java_client_settings
+from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, FLOW_KEYS
+from mirrorflow.config.problems import Problem, error, warning
+from mirrorflow.config.providers import Setting
+from mirrorflow.config.secrets import REDACTED, is_secret_key
+from mirrorflow.config.values import InvalidValue, parse_bool, parse_int, parse_list
+from mirrorflow.policy.filters import ConfigPropertyFilter, GroupFilter, TopicFilter, compile_pattern_list
+from mirrorflow.policy.replication import (
+    DefaultReplicationPolicy,
+    PolicyLoadError,
+    ReplicationPolicy,
+    load_replication_policy,
+)
+
+ConnectionExtra = Callable[[str], Mapping[str, object]]
+
+_DEFAULT_FILTER_CLASSES = {
+    "topic.filter.class": DEFAULT_TOPIC_FILTER_CLASS,
+    "group.filter.class": DEFAULT_GROUP_FILTER_CLASS,
+    "config.property.filter.class": DEFAULT_CONFIG_PROPERTY_FILTER_CLASS,
+}
+_QUANTIFIER_WITH_COMMA = re.compile(r"\{\d*,\d*\}")
+
+
+def _interval(enabled: bool, seconds: int) -> timedelta | None:
+    return timedelta(seconds=seconds) if enabled and seconds >= 0 else None
+
+
+@dataclass(frozen=True, repr=False, eq=False)
+class FlowConfig:
+    """Flow `source`->`target`. Attribute names are MM2's keys with `.`/`-` as `_`.
+
+    `enabled` is the replication switch (`S->T.enabled`); a flow that is not enabled may still
+    exist for heartbeats, as MM2 creates the pair when heartbeats are on (see MirrorConfig).
+    """
+
+    source: str
+    target: str
+    settings: Mapping[str, Setting] = field(repr=False)
+    policy: ReplicationPolicy
+    topic_filter: TopicFilter
+    group_filter: GroupFilter
+    config_property_filter: ConfigPropertyFilter
+    # common
+    enabled: bool
+    tasks_max: int
+    admin_timeout_ms: int
+    replication_policy_class: str
+    replication_policy_separator: str
+    replication_policy_internal_topic_separator_enabled: bool
+    offset_syncs_topic_location: str
+    emit_offset_syncs_enabled: bool
+    forwarding_admin_class: str
+    topic_filter_class: str
+    group_filter_class: str
+    config_property_filter_class: str
+    # source connector
+    topics: tuple[str, ...]
+    topics_exclude: tuple[str, ...]
+    config_properties_exclude: tuple[str, ...]
+    use_defaults_from: str
+    consumer_poll_timeout_ms: int
+    refresh_topics_enabled: bool
+    refresh_topics_interval_seconds: int
+    sync_topic_configs_enabled: bool
+    sync_topic_configs_interval_seconds: int
+    sync_topic_acls_enabled: bool
+    sync_topic_acls_interval_seconds: int
+    replication_factor: int
+    offset_syncs_topic_replication_factor: int
+    offset_lag_max: int
+    heartbeats_replication_enabled: bool
+    use_incremental_alter_configs: str
+    add_source_alias_to_metrics: bool
+    exactly_once_support: str
+    # checkpoint connector
+    groups: tuple[str, ...]
+    groups_exclude: tuple[str, ...]
+    refresh_groups_enabled: bool
+    refresh_groups_interval_seconds: int
+    emit_checkpoints_enabled: bool
+    emit_checkpoints_interval_seconds: int
+    sync_group_offsets_enabled: bool
+    sync_group_offsets_interval_seconds: int
+    checkpoints_topic_replication_factor: int
+    # heartbeat connector
+    emit_heartbeats_enabled: bool
+    emit_heartbeats_interval_seconds: int
+    heartbeats_topic_replication_factor: int
+    # mirrorflow
+    replicate_schedule: str
+    range_max_records: int
+    range_max_bytes: int
+    delivery: str
+    provenance_headers_enabled: bool
+
+    def __repr__(self) -> str:
+        return f"FlowConfig({self.source}->{self.target}, enabled={self.enabled}, policy={self.policy!r})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}->{self.target}"
+
+    # periodic jobs: None when disabled (`*.enabled=false` or a negative interval), as in MM2
+    @property
+    def refresh_topics_interval(self) -> timedelta | None:
+        return _interval(self.refresh_topics_enabled, self.refresh_topics_interval_seconds)
+
+    @property
+    def sync_topic_configs_interval(self) -> timedelta | None:
+        return _interval(self.sync_topic_configs_enabled, self.sync_topic_configs_interval_seconds)
+
+    @property
+    def sync_topic_acls_interval(self) -> timedelta | None:
+        return _interval(self.sync_topic_acls_enabled, self.sync_topic_acls_interval_seconds)
+
+    @property
+    def refresh_groups_interval(self) -> timedelta | None:
+        return _interval(self.refresh_groups_enabled, self.refresh_groups_interval_seconds)
+
+    @property
+    def emit_checkpoints_interval(self) -> timedelta | None:
+        return _interval(self.emit_checkpoints_enabled, self.emit_checkpoints_interval_seconds)
+
+    @property
+    def sync_group_offsets_interval(self) -> timedelta | None:
+        return _interval(self.sync_group_offsets_enabled, self.sync_group_offsets_interval_seconds)
+
+    @property
+    def emit_heartbeats_interval(self) -> timedelta | None:
+        return _interval(self.emit_heartbeats_enabled, self.emit_heartbeats_interval_seconds)
+
+    # internal topics
+    @property
+    def offset_syncs_cluster(self) -> str:
+        """Alias of the cluster holding this flow's offset-syncs topic."""
+        return self.source if self.offset_syncs_topic_location == "source" else self.target
+
+    @property
+    def offset_syncs_topic(self) -> str:
+        other = self.target if self.offset_syncs_topic_location == "source" else self.source
+        return self.policy.offset_syncs_topic(other)
+
+    @property
+    def checkpoints_topic(self) -> str:
+        """Name of the checkpoints topic on the target."""
+        return self.policy.checkpoints_topic(self.source)
+
+    @property
+    def heartbeats_topic(self) -> str:
+        return self.policy.heartbeats_topic()
+
+    # clients (librdkafka properties)
+    def airflow_connection_id(self, side: str) -> str | None:
+        setting = self.settings.get(f"{side}.cluster.{AIRFLOW_CONNECTION_KEY}")
+        return setting.value.strip() if setting else None
+
+    def file_client_config(
+        self, side: str, kind: str, role: str | None = None
+    ) -> tuple[dict[str, str], list[Problem]]:
+        """The client config from the file alone, and the problems its translation found."""
+        java = java_client_settings(self.settings, side, kind)
+        config, problems = librdkafka.translate(java)
+        label = f"{self.source}->{self.target}" + (f"|{role}" if role else "")
+        user_id = config.get("client.id")
+        config["client.id"] = f"{user_id}|{label}" if user_id else label
+        return config, problems
+
+    def client_config(
+        self,
+        side: str,
+        kind: str,
+        *,
+        role: str | None = None,
+        connection_extra: ConnectionExtra | None = None,
+    ) -> dict[str, object]:
+        """librdkafka properties for a `kind` client on the `side` cluster, Airflow credentials merged in.
+
+        `connection_extra(conn_id)` returns a connection's extra; by default the Airflow
+        connection is read, and only when the cluster has an airflow.connection.id.
+        """
+        config, _ = self.file_client_config(side, kind, role)
+        conn_id = self.airflow_connection_id(side)
+        if conn_id is None:
+            return dict(config)
+        if connection_extra is None:
+            alias = self.source if side == "source" else self.target
+            extra = fetch_connection_extra(conn_id, key=f"{alias}.{AIRFLOW_CONNECTION_KEY}")
+        else:
+            extra = connection_extra(conn_id)
+        return merge_connection_extra(config, extra, kind)
+
+    def source_consumer_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        return self.client_config(
+            "source", "consumer", role="source-consumer", connection_extra=connection_extra
+        )
+
+    def source_producer_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        """For writing to the source, which holds the offset-syncs topic by default."""
+        return self.client_config(
+            "source", "producer", role="source-producer", connection_extra=connection_extra
+        )
+
+    def source_admin_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        return self.client_config("source", "admin", role="source-admin", connection_extra=connection_extra)
+
+    def target_producer_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        return self.client_config(
+            "target", "producer", role="target-producer", connection_extra=connection_extra
+        )
+
+    def target_consumer_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        return self.client_config(
+            "target", "consumer", role="target-consumer", connection_extra=connection_extra
+        )
+
+    def target_admin_config(self, *, connection_extra: ConnectionExtra | None = None) -> dict[str, object]:
+        return self.client_config("target", "admin", role="target-admin", connection_extra=connection_extra)
+
+    def redacted(self) -> dict[str, str]:
+        """The flow's resolved settings, safe for logs, Airflow task arguments and the UI."""
+        return redacted_view(self.settings)
+
+
+def redacted_view(settings: Mapping[str, Setting]) -> dict[str, str]:
+    """Secrets hidden; values that came from config providers shown as their references."""
+    view = {}
+    for key, setting in sorted(settings.items()):
+        if is_secret_key(key):
+            view[key] = REDACTED
+        elif setting.from_provider:
+            view[key] = setting.raw
+        else:
+            view[key] = setting.value
+    return view
+
+
+class _Resolver:
+    """Parses one flow's settings, recording problems instead of stopping at the first."""
+
+    def __init__(self, settings: dict[str, Setting]) -> None:
+        self.settings = settings
+        self.problems: list[Problem] = []
+
+    def _bad(self, spec_name: str, setting: Setting, exc: InvalidValue) -> None:
+        message = exc.message
+        if setting.from_provider or is_secret_key(spec_name):
+            value = setting.value.strip()
+            message = f"the value from {setting.raw} is invalid: " + (
+                message.replace(value, REDACTED) if value else message
+            )
+        self.problems.append(error(setting.origin, f"{spec_name}: {message}", exc.fix))
+
+    def connector_value(self, spec: KeySpec) -> object:
+        setting = self.settings.get(spec.name)
+        if setting is None:
+            return spec.default
+        try:
+            return self._parse(spec, setting)
+        except InvalidValue as exc:
+            self._bad(spec.name, setting, exc)
+            return spec.default
+
+    def _parse(self, spec: KeySpec, setting: Setting) -> object:
+        raw = setting.value
+        if spec.type == "boolean":
+            return parse_bool(raw)
+        if spec.type in ("short", "int", "long"):
+            value = parse_int(raw, kind=spec.type, unit=spec.unit)
+            if spec.minimum is not None and value < spec.minimum:
+                raise InvalidValue(
+                    f"{value} is below the minimum {spec.minimum}", f"write {spec.minimum} or more"
+                )
+            if spec.replication_factor and value != -1 and value < 1:
+                raise InvalidValue(
+                    f"{value} is not a replication factor",
+                    "write -1 (broker default) or a number of replicas",
+                )
+            return value
+        if spec.type == "list":
+            return tuple(parse_list(raw))
+        if spec.name == "replication.policy.separator":
+            return raw
+        if spec.type == "choice":
+            return self._choice(spec, setting)
+        return raw.strip()
+
+    def _choice(self, spec: KeySpec, setting: Setting) -> str:
+        value = setting.value.strip()
+        if spec.name == "exactly.once.support":
+            value = value.lower()
+        if value in spec.choices:
+            return value
+        wanted = " or ".join(spec.choices)
+        if spec.strict:
+            raise InvalidValue(f"{value!r} is not one of {', '.join(spec.choices)}", f"write {wanted}")
+        self.problems.append(
+            warning(
+                setting.origin,
+                f"{spec.name}: {value!r} is not one of {', '.join(spec.choices)}; MM2 treats it as {spec.default}",
+                f"write {wanted}",
+            )
+        )
+        return str(spec.default)
+
+    def mirrorflow_value(self, name: str) -> object:
+        key = FLOW_KEYS[name]
+        setting = self.settings.get(name)
+        if setting is None:
+            return key.default
+        try:
+            return key.parse(setting.value)
+        except InvalidValue as exc:
+            self._bad(name, setting, exc)
+            return key.default
+
+    def apply_deprecated_aliases(self) -> None:
+        for old, new in DEPRECATED_ALIASES.items():
+            if old not in self.settings:
+                continue
+            origin = self.settings[old].origin
+            if new in self.settings:
+                self.problems.append(
+                    warning(
+                        origin,
+                        f"{old} and {new} are both set; {new} wins, as in Kafka 3.x",
+                        f"remove {old}",
+                    )
+                )
+            else:
+                self.settings[new] = self.settings[old]
+                self.problems.append(
+                    warning(
+                        origin,
+                        f"{old} is the Kafka 3.x name of {new} (removed in Kafka 4.0); mirrorflow honours it as 3.x did",
+                        f"rename it to {new}",
+                    )
+                )
+
+    def patterns(self, name: str, values: tuple[str, ...]) -> tuple[str, ...]:
+        setting = self.settings.get(name)
+        if setting is None:
+            return values
+        if _QUANTIFIER_WITH_COMMA.search(setting.value):
+            self.problems.append(
+                error(
+                    setting.origin,
+                    f"{name}: a {{m,n}} quantifier contains a comma, but MM2 splits this list on commas, "
+                    "so the regex is cut in two",
+                    "rewrite the pattern without commas, e.g. [0-9]{1}|[0-9]{2} instead of [0-9]{1,2}",
+                )
+            )
+            return values
+        try:
+            compile_pattern_list(values)
+        except re.error as exc:
+            joined = "|".join(values)
+            self.problems.append(
+                error(
+                    setting.origin,
+                    f"{name}: {joined!r} (the list joined with |) is not a valid regular expression: {exc}",
+                    "fix the pattern; list items are regexes matched against whole names",
+                )
+            )
+        return values
+
+    def policy(self, class_name: str) -> ReplicationPolicy:
+        settings = {key: setting.value for key, setting in self.settings.items()}
+        origin = self._origin("replication.policy.class")
+        separator = settings.get("replication.policy.separator")
+        if separator is not None and separator != separator.strip():
+            self.problems.append(
+                warning(
+                    self._origin("replication.policy.separator"),
+                    f"the separator {separator!r} has surrounding whitespace, which MM2 keeps as part of it",
+                    "remove the whitespace unless it is intended",
+                )
+            )
+        try:
+            return load_replication_policy(class_name, settings)
+        except (PolicyLoadError, ValueError) as exc:
+            self.problems.append(
+                error(origin, f"replication.policy.class: {exc}", "name a usable replication policy")
+            )
+            return DefaultReplicationPolicy()
+
+    def filter_classes(self, values: Mapping[str, object]) -> None:
+        for key, default in _DEFAULT_FILTER_CLASSES.items():
+            if values[key] != default:
+                self.problems.append(
+                    error(
+                        self._origin(key),
+                        f"{key}: mirrorflow runs only MM2's default filter ({default})",
+                        "express the filter with topics/topics.exclude, groups/groups.exclude or config.properties.exclude",
+                    )
+                )
+
+    def _origin(self, key: str) -> str:
+        setting = self.settings.get(key)
+        return setting.origin if setting else key
+
+
+def resolve_flow(
+    settings: Mapping[str, Setting], source: str, target: str
+) -> tuple[FlowConfig, list[Problem]]:
+    """The flow's typed configuration and every problem found while resolving it."""
+    resolver = _Resolver(connector_settings(settings, source, target))
+    resolver.apply_deprecated_aliases()
+    values: dict[str, object] = {spec.attribute: resolver.connector_value(spec) for spec in CONNECTOR_KEYS}
+    values |= {key.attribute: resolver.mirrorflow_value(name) for name, key in FLOW_KEYS.items()}
+    for name in ("topics", "topics.exclude", "groups", "groups.exclude", "config.properties.exclude"):
+        attribute = name.replace(".", "_")
+        values[attribute] = resolver.patterns(name, values[attribute])  # type: ignore[arg-type]
+    resolver.filter_classes({key: values[key.replace(".", "_")] for key in _DEFAULT_FILTER_CLASSES})
+    policy = resolver.policy(str(values["replication_policy_class"]))
+    flow = FlowConfig(
+        source=source,
+        target=target,
+        settings=resolver.settings,
+        policy=policy,
+        topic_filter=_safe(TopicFilter, values["topics"], values["topics_exclude"]),
+        group_filter=_safe(GroupFilter, values["groups"], values["groups_exclude"]),
+        config_property_filter=_safe(
+            ConfigPropertyFilter, values["config_properties_exclude"], values["use_defaults_from"]
+        ),
+        **values,  # type: ignore[arg-type]
+    )
+    return flow, resolver.problems
+
+
+def _safe(factory: Callable[..., object], *args: object) -> object:
+    """Build a filter; a pattern already reported as invalid falls back to the defaults."""
+    try:
+        return factory(*args)
+    except re.error:
+        return factory()

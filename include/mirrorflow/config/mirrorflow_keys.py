@@ -1,0 +1,139 @@
+"""mirrorflow's own keys: one table (type, default, validator, doc) that the README is generated from.
+
+They all start with `mirrorflow.` so MM2 ignores them when the same file runs under MM2; set them
+at the top level for every flow or as `<source>-><target>.mirrorflow.…` for one flow. The one
+per-cluster key, `<alias>.airflow.connection.id`, is ignored by MM2 the same way (it only ever
+reaches an unused `source.cluster.*` connector setting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from croniter import croniter
+
+from mirrorflow.config.values import InvalidValue, parse_bool, parse_int
+
+AIRFLOW_PRESETS = (
+    "@once",
+    "@continuous",
+    "@hourly",
+    "@daily",
+    "@weekly",
+    "@monthly",
+    "@quarterly",
+    "@yearly",
+)
+DELIVERY_CHOICES = ("exactly-once", "at-least-once")
+AIRFLOW_CONNECTION_KEY = "airflow.connection.id"
+
+
+def parse_schedule(raw: str) -> str:
+    value = raw.strip()
+    if value in AIRFLOW_PRESETS or (not value.startswith("@") and croniter.is_valid(value)):
+        return value
+    raise InvalidValue(
+        f"{value!r} is not a cron expression or an Airflow preset",
+        "write a 5-field cron expression such as */5 * * * *, or one of " + ", ".join(AIRFLOW_PRESETS),
+    )
+
+
+def parse_positive(raw: str) -> int:
+    value = parse_int(raw, kind="long")
+    if value < 1:
+        raise InvalidValue(f"{value} is not positive", "write a whole number of at least 1")
+    return value
+
+
+def parse_delivery(raw: str) -> str:
+    value = raw.strip()
+    if value not in DELIVERY_CHOICES:
+        raise InvalidValue(f"{value!r} is not a delivery mode", "write exactly-once or at-least-once")
+    return value
+
+
+def parse_connection_id(raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise InvalidValue(
+            "the connection id is empty", "write the id of an Airflow connection of type kafka"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorflowKey:
+    name: str
+    type: str
+    default: object
+    parse: Callable[[str], object]
+    doc: str
+    scope: str = "top level or flow"
+
+    @property
+    def attribute(self) -> str:
+        return self.name.removeprefix("mirrorflow.").replace(".", "_")
+
+
+MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
+    MirrorflowKey(
+        "mirrorflow.replicate.schedule",
+        "cron, Airflow preset or @continuous",
+        "*/5 * * * *",
+        parse_schedule,
+        "When a flow's replication DAG runs; @continuous starts the next run as soon as one ends.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.range.max.records",
+        "integer >= 1",
+        100000,
+        parse_positive,
+        "Most offsets one copy range covers; a partition's backlog is cut into ranges of this size.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.range.max.bytes",
+        "integer >= 1",
+        67108864,
+        parse_positive,
+        "Most record bytes a copy range carries before it is cut (64 MiB).",
+    ),
+    MirrorflowKey(
+        "mirrorflow.delivery",
+        "exactly-once or at-least-once",
+        "exactly-once",
+        parse_delivery,
+        "exactly-once: each range and its progress commit in one transaction; "
+        "at-least-once: plain writes, so a retried range may write duplicates.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.provenance.headers.enabled",
+        "boolean",
+        True,
+        parse_bool,
+        "Stamp copied records with mirrorflow.* provenance headers and never copy a record back where it has been.",
+    ),
+    MirrorflowKey(
+        f"<alias>.{AIRFLOW_CONNECTION_KEY}",
+        "string",
+        None,
+        parse_connection_id,
+        "Airflow connection (type kafka) whose extra JSON of librdkafka properties overrides this cluster's client settings at run time.",
+        scope="cluster",
+    ),
+)
+FLOW_KEYS = {key.name: key for key in MIRRORFLOW_KEYS if key.scope != "cluster"}
+CLUSTER_KEYS = {key.name.removeprefix("<alias>."): key for key in MIRRORFLOW_KEYS if key.scope == "cluster"}
+
+
+def mirrorflow_keys_markdown() -> str:
+    """The README's table of mirrorflow keys."""
+    rows = ["| key | where | type | default | meaning |", "|---|---|---|---|---|"]
+    for key in MIRRORFLOW_KEYS:
+        default = (
+            "(none)"
+            if key.default is None
+            else f"`{str(key.default).lower() if isinstance(key.default, bool) else key.default}`"
+        )
+        rows.append(f"| `{key.name}` | {key.scope} | {key.type} | {default} | {key.doc} |")
+    return "\n".join(rows) + "\n"

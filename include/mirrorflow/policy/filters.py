@@ -1,0 +1,162 @@
+"""Which topics, groups and topic config properties a flow mirrors, with MM2's filter semantics.
+
+A filter value is a list (already split on commas and trimmed by the config layer). MM2 joins
+the list with `|` into one regular expression and tests names with a *full* match. An empty
+list compiles to no pattern at all: an include list then matches nothing and an exclude list
+excludes nothing. Excludes win over includes.
+
+Topic config sync follows MirrorSourceConnector.targetConfig with incrementalAlterConfigs
+(KIP-894, 3.5+): read-only, sensitive and STATIC_BROKER_CONFIG entries and excluded properties
+are never synced; among the rest, default-valued entries are deleted on the target (so the
+target's own default applies) unless `use.defaults.from=source`, and all others are set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+TOPICS_DEFAULT = (".*",)
+TOPICS_EXCLUDE_DEFAULT = (r".*[\-\.]internal", r".*\.replica", "__.*")
+GROUPS_DEFAULT = (".*",)
+GROUPS_EXCLUDE_DEFAULT = ("console-consumer-.*", "connect-.*", "__.*")
+CONFIG_PROPERTIES_EXCLUDE_DEFAULT = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.type",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+)
+
+
+def compile_pattern_list(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    """One regex from a pattern list, or None for an empty list (which must match nothing)."""
+    if not patterns:
+        return None
+    return re.compile("|".join(patterns))
+
+
+def _matches(pattern: re.Pattern[str] | None, name: str) -> bool:
+    return pattern is not None and pattern.fullmatch(name) is not None
+
+
+class TopicFilter:
+    """DefaultTopicFilter: `topics` minus `topics.exclude`."""
+
+    def __init__(
+        self, include: Sequence[str] = TOPICS_DEFAULT, exclude: Sequence[str] = TOPICS_EXCLUDE_DEFAULT
+    ) -> None:
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._include = compile_pattern_list(self.include)
+        self._exclude = compile_pattern_list(self.exclude)
+
+    def __repr__(self) -> str:
+        return f"TopicFilter(include={self.include!r}, exclude={self.exclude!r})"
+
+    def should_replicate_topic(self, topic: str) -> bool:
+        return _matches(self._include, topic) and not _matches(self._exclude, topic)
+
+
+class GroupFilter:
+    """DefaultGroupFilter: `groups` minus `groups.exclude`."""
+
+    def __init__(
+        self, include: Sequence[str] = GROUPS_DEFAULT, exclude: Sequence[str] = GROUPS_EXCLUDE_DEFAULT
+    ) -> None:
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._include = compile_pattern_list(self.include)
+        self._exclude = compile_pattern_list(self.exclude)
+
+    def __repr__(self) -> str:
+        return f"GroupFilter(include={self.include!r}, exclude={self.exclude!r})"
+
+    def should_replicate_group(self, group: str) -> bool:
+        return _matches(self._include, group) and not _matches(self._exclude, group)
+
+
+class ConfigPropertyFilter:
+    """DefaultConfigPropertyFilter: `config.properties.exclude` and `use.defaults.from`."""
+
+    def __init__(
+        self, exclude: Sequence[str] = CONFIG_PROPERTIES_EXCLUDE_DEFAULT, use_defaults_from: str = "target"
+    ) -> None:
+        self.exclude = tuple(exclude)
+        self.use_defaults_from = use_defaults_from
+        self._exclude = compile_pattern_list(self.exclude)
+
+    def __repr__(self) -> str:
+        return f"ConfigPropertyFilter(exclude={self.exclude!r}, use_defaults_from={self.use_defaults_from!r})"
+
+    def should_replicate_config_property(self, name: str) -> bool:
+        return not _matches(self._exclude, name)
+
+    def should_replicate_source_default(self, name: str) -> bool:
+        # MM2 compares with "source" exactly; any other value behaves as "target".
+        return self.use_defaults_from == "source"
+
+
+class ConfigOpType(Enum):
+    SET = "SET"
+    DELETE = "DELETE"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigEntry:
+    """One described source topic config. `source` is Kafka's ConfigSource name, e.g. DEFAULT_CONFIG."""
+
+    name: str
+    value: str | None
+    source: str
+    is_read_only: bool = False
+    is_sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    """One incrementalAlterConfigs operation on the remote topic; `value` is None for DELETE."""
+
+    name: str
+    op: ConfigOpType
+    value: str | None
+
+
+def topic_config_sync_ops(
+    entries: Iterable[TopicConfigEntry], prop_filter: ConfigPropertyFilter
+) -> list[ConfigOp]:
+    """The operations MM2 sends to make a remote topic's configs follow its source topic."""
+    ops = []
+    for entry in entries:
+        if entry.is_read_only or entry.is_sensitive or entry.source == "STATIC_BROKER_CONFIG":
+            continue
+        if not prop_filter.should_replicate_config_property(entry.name):
+            continue
+        if entry.is_default and not prop_filter.should_replicate_source_default(entry.name):
+            ops.append(ConfigOp(entry.name, ConfigOpType.DELETE, None))
+        else:
+            ops.append(ConfigOp(entry.name, ConfigOpType.SET, entry.value))
+    return ops
+
+
+def topic_creation_configs(
+    entries: Iterable[TopicConfigEntry], prop_filter: ConfigPropertyFilter
+) -> dict[str, str]:
+    """Configs a new remote topic is created with: like sync, but defaults only with use.defaults.from=source."""
+    configs = {}
+    for entry in entries:
+        if entry.is_read_only or entry.is_sensitive or entry.source == "STATIC_BROKER_CONFIG":
+            continue
+        if not prop_filter.should_replicate_config_property(entry.name) or entry.value is None:
+            continue
+        if entry.is_default and not prop_filter.should_replicate_source_default(entry.name):
+            continue
+        configs[entry.name] = entry.value
+    return configs

@@ -1,0 +1,86 @@
+"""`mirrorflow validate CONFIG`: problems with their fixes, a summary, and the exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from mirrorflow.cli import main
+
+GOOD = """
+clusters = primary, backup
+primary.bootstrap.servers = p:9092
+backup.bootstrap.servers = b:9092
+primary->backup.enabled = true
+primary->backup.topics = orders.*
+emit.checkpoints.interval = 30
+"""
+BAD = """
+clusters = primary, backup
+primary.bootstrap.servers = p:9092
+primary->backup.enabled = true
+primary->staging.enabled = true
+emit.checkpoints.interval.seconds = 1m
+"""
+
+
+def _run(tmp_path: Path, text: str) -> tuple[int, str]:
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"COLUMNS": "250"})
+    return result.exit_code, result.output
+
+
+def test_valid_config_with_a_warning_exits_zero(tmp_path: Path) -> None:
+    code, output = _run(tmp_path, GOOD)
+    assert code == 0
+    assert "emit.checkpoints.interval" in output
+    assert "warning" in output
+    assert "did you mean emit.checkpoints.interval.seconds?" in output
+    assert "primary->backup" in output and "backup->primary" in output
+    assert "orders.*" in output
+    assert "p:9092" in output
+    assert "0 error(s), 1 warning(s)" in output
+
+
+def test_errors_exit_one_and_show_fixes(tmp_path: Path) -> None:
+    code, output = _run(tmp_path, BAD)
+    assert code == 1
+    for text in (
+        "backup.bootstrap.servers",
+        "primary->staging.enabled",
+        "not listed in clusters: staging",
+        "emit.checkpoints.interval.seconds",
+        "write 60",
+        "error",
+        "3 error(s)",
+    ):
+        assert text in output, text
+
+
+def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["validate", str(tmp_path / "missing.properties")], env={"COLUMNS": "250"}
+    )
+    assert result.exit_code == 1
+    assert "cannot read the config file" in result.output
+
+
+def test_secrets_are_not_printed(tmp_path: Path) -> None:
+    text = GOOD + (
+        "config.providers = env\n"
+        "config.providers.env.class = org.apache.kafka.common.config.provider.EnvVarConfigProvider\n"
+        "backup.bootstrap.servers = ${env:HIDDEN_HOST}\n"
+        "backup.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="u" password="pw-123456";\n'
+    )
+    path = tmp_path / "mm2.properties"
+    path.write_text(text)
+    result = CliRunner().invoke(
+        main, ["validate", str(path)], env={"HIDDEN_HOST": "hidden.example:9092", "COLUMNS": "250"}
+    )
+    assert result.exit_code == 0
+    assert "${env:HIDDEN_HOST}" in result.output
+    assert "hidden.example" not in result.output
+    assert "pw-123456" not in result.output
