@@ -245,3 +245,37 @@ def test_reprs_name_flows_not_settings() -> None:
     assert "hunter2" not in repr(config.flow("A", "B"))
     assert "hunter2" not in repr(config.flow("A", "B").settings)
     assert repr(config) == "MirrorConfig(source='<text>', clusters=['A', 'B'], replication_flows=[A->B])"
+
+
+def test_offsets_topic_follows_mm2_worker_config() -> None:
+    base = (
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+    )
+    flow = load_config(base).flow("A", "B")
+    assert (
+        flow.offset_storage_topic,
+        flow.offset_storage_replication_factor,
+        flow.offset_storage_partitions,
+    ) == (
+        "mm2-offsets.A.internal",
+        3,
+        25,
+    )
+    # The target cluster's worker settings apply; top-level offset.storage.* keys win over them.
+    flow = load_config(
+        base + "B.offset.storage.replication.factor = 1\nB.offset.storage.partitions = 5\n"
+    ).flow("A", "B")
+    assert (flow.offset_storage_replication_factor, flow.offset_storage_partitions) == (1, 5)
+    flow = load_config(base + "B.offset.storage.topic = b-offsets\noffset.storage.topic = shared\n").flow(
+        "A", "B"
+    )
+    assert flow.offset_storage_topic == "shared"
+
+
+def test_bad_offsets_topic_settings_are_reported() -> None:
+    base = (
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(base + "offset.storage.replication.factor = three\n")
+    assert "offset.storage.replication.factor" in str(raised.value)

@@ -22,7 +22,7 @@ from mirrorflow.config.keys import (
     DEPRECATED_ALIASES,
     KeySpec,
 )
-from mirrorflow.config.layers import connector_settings, java_client_settings
+from mirrorflow.config.layers import connector_settings, java_client_settings, worker_settings
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, FLOW_KEYS
 from mirrorflow.config.problems import Problem, error, warning
 from mirrorflow.config.providers import Setting
@@ -111,6 +111,10 @@ class FlowConfig:
     emit_heartbeats_enabled: bool
     emit_heartbeats_interval_seconds: int
     heartbeats_topic_replication_factor: int
+    # Connect worker of the herder (where MM2 keeps source offsets; mirrorflow's progress)
+    offset_storage_topic: str
+    offset_storage_replication_factor: int
+    offset_storage_partitions: int
     # mirrorflow
     replicate_schedule: str
     range_max_records: int
@@ -437,6 +441,7 @@ def resolve_flow(
         values[attribute] = resolver.patterns(name, values[attribute])  # type: ignore[arg-type]
     resolver.filter_classes({key: values[key.replace(".", "_")] for key in _DEFAULT_FILTER_CLASSES})
     policy = resolver.policy(str(values["replication_policy_class"]))
+    values |= _worker_values(worker_settings(settings, source, target), resolver.problems)
     flow = FlowConfig(
         source=source,
         target=target,
@@ -450,6 +455,36 @@ def resolve_flow(
         **values,  # type: ignore[arg-type]
     )
     return flow, resolver.problems
+
+
+# Connect's defaults for the offsets topic (DistributedConfig); -1 means the broker default.
+_WORKER_INT_DEFAULTS = {"offset.storage.replication.factor": 3, "offset.storage.partitions": 25}
+
+
+def _worker_values(worker: Mapping[str, Setting], problems: list[Problem]) -> dict[str, object]:
+    values: dict[str, object] = {"offset_storage_topic": worker["offset.storage.topic"].value.strip()}
+    for key, default in _WORKER_INT_DEFAULTS.items():
+        attribute = key.replace(".", "_")
+        setting = worker.get(key)
+        values[attribute] = default
+        if setting is None:
+            continue
+        try:
+            number = parse_int(setting.value)
+        except InvalidValue as exc:
+            problems.append(error(setting.origin, f"{key}: {exc.message}", exc.fix))
+            continue
+        if number < 1 and number != -1:
+            problems.append(
+                error(
+                    setting.origin,
+                    f"{key} must be a positive number or -1 (broker default), got {number}",
+                    f"write {default}",
+                )
+            )
+            continue
+        values[attribute] = number
+    return values
 
 
 def _safe(factory: Callable[..., object], *args: object) -> object:

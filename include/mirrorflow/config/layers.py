@@ -71,6 +71,30 @@ def connector_settings(settings: Settings, source: str, target: str) -> dict[str
     return props
 
 
+# Top-level keys MM2 copies into every herder's worker config (MirrorMakerConfig.workerConfig).
+WORKER_TOP_LEVEL_PREFIXES = (
+    "offset.storage",
+    "config.storage",
+    "status.storage",
+    "key.converter",
+    "value.converter",
+    "header.converter",
+    "task",
+    "worker",
+    "replication.policy",
+)
+
+
+def worker_settings(settings: Settings, source: str, target: str) -> dict[str, Setting]:
+    """The Connect worker config of herder source->target: the target cluster's settings, then
+    the top-level worker keys above (which win), then MM2's per-herder defaults."""
+    props = cluster_settings(settings, target)
+    props.update({k: v for k, v in settings.items() if k.startswith(WORKER_TOP_LEVEL_PREFIXES)})
+    topic = f"mm2-offsets.{source}.internal"
+    props.setdefault("offset.storage.topic", Setting(topic, _GENERATED, topic))
+    return props
+
+
 def java_client_settings(connector: Settings, side: str, kind: str) -> dict[str, Setting]:
     """The Java client config MM2 would build for `side` (source/target) and `kind` (consumer/producer/admin)."""
     props = {
