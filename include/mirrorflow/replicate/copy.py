@@ -173,6 +173,14 @@ def _consumer(job: CopyJob) -> Consumer:
     return Consumer(config)
 
 
+def _resume_offset(span: PartitionSpan, stored: int | None) -> int:
+    """Where to start: the plan's start, unless progress moved since the plan was made (a retry
+    of this run finished part of the span, or another writer did) — then right after it."""
+    if stored is None or stored == span.progress:
+        return span.start
+    return max(span.start, stored + 1)
+
+
 def _partition_count(producer: Producer, topic: str) -> int:
     metadata = producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
@@ -197,13 +205,15 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
         stored = read_progress(
             job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
         ).get((span.topic, span.partition))
-        start = span.start if stored is None else max(span.start, stored + 1)
+        start = _resume_offset(span, stored)
         result.resumed_from = start
         result.progress = -1 if stored is None else stored
         if start >= span.end:
-            # Nothing to copy, but progress may have to jump (auto.offset.reset=latest, or
-            # records the source deleted before they were copied) so the next plan starts there.
-            if span.end > 0 and (stored is None or stored < span.end - 1):
+            # Nothing to copy, but progress may have to move (auto.offset.reset=latest, records
+            # the source deleted before they were copied, a recreated topic) so the next plan
+            # starts in the right place.
+            planned_view = stored is None or stored == span.progress
+            if planned_view and span.end > 0 and stored != span.end - 1:
                 if job.exactly_once:
                     producer.begin_transaction()
                 _commit_chunk(job, span, producer, None, span.end - 1, progress_partitions, [], result)

@@ -33,7 +33,11 @@ def ensure_runs_topic(admin: AdminClient, replication_factor: int) -> bool:
         RUNS_TOPIC,
         1,
         replication_factor,
-        config={"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS), "max.message.bytes": str(MAX_RECORD_BYTES)},
+        config={
+            "cleanup.policy": "delete",
+            "retention.ms": str(RETENTION_MS),
+            "max.message.bytes": str(MAX_RECORD_BYTES),
+        },
     )
     try:
         admin.create_topics([topic], request_timeout=60)[RUNS_TOPIC].result(60)
@@ -51,8 +55,13 @@ def run_key(flow: str, run_id: str, kind: str) -> bytes:
 def write_run_record(producer_config: Mapping[str, Any], flow: str, run_id: str, kind: str, body: str) -> int:
     """Append one record and return its offset (what the next step is handed)."""
     producer = Producer(
-        {**producer_config, "enable.idempotence": True, "acks": "all", "compression.type": "zstd",
-         "message.max.bytes": MAX_RECORD_BYTES}
+        {
+            **producer_config,
+            "enable.idempotence": True,
+            "acks": "all",
+            "compression.type": "zstd",
+            "message.max.bytes": MAX_RECORD_BYTES,
+        }
     )
     delivered: list[Any] = []
     producer.produce(
@@ -88,15 +97,28 @@ def iter_run_records(
         yield message.offset(), flow, run_id, kind, message.value().decode()
 
 
-def wait_for_run_record(
-    consumer_config: Mapping[str, Any], flow: str, run_id: str, kind: str, *, start: int, timeout_s: float = 0.0
-) -> dict[str, Any]:
-    """The JSON body of the first `kind` record of this run at or after `start`."""
+def wait_for_run_records(
+    consumer_config: Mapping[str, Any],
+    flow: str,
+    run_id: str,
+    kind: str,
+    *,
+    start: int,
+    timeout_s: float = 0.0,
+) -> list[dict[str, Any]]:
+    """JSON bodies of every `kind` record of this run at or after `start`, oldest first (a retried
+    copy step writes one report per attempt)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        for _, f, r, k, body in iter_run_records(consumer_config, start=start):
-            if (f, r, k) == (flow, run_id, kind):
-                return json.loads(body)
+        found = [
+            json.loads(body)
+            for _, f, r, k, body in iter_run_records(consumer_config, start=start)
+            if (f, r, k) == (flow, run_id, kind)
+        ]
+        if found:
+            return found
         if time.monotonic() >= deadline:
-            raise RunRecordMissing(f"run {run_id} of {flow} wrote no {kind} to {RUNS_TOPIC} after offset {start}")
+            raise RunRecordMissing(
+                f"run {run_id} of {flow} wrote no {kind} to {RUNS_TOPIC} after offset {start}"
+            )
         time.sleep(1.0)

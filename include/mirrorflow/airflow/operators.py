@@ -1,0 +1,104 @@
+"""The copy step: SparkSubmitOperator running spark_apps/mirrorflow_copy.py for one plan.
+
+Credentials kept in Airflow connections reach the Spark driver only through the spark-submit
+process environment (client and local deploy modes), set when the task runs, so they are never
+in the task's arguments, its rendered template fields, the spark-submit command line or the
+Spark UI. Modes that would turn environment variables into Spark conf (YARN, Kubernetes,
+cluster deploy) are refused while such credentials exist; give those clusters the credentials
+through config providers instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from mirrorflow.airflow.settings import COPY_APPLICATION
+from mirrorflow.config import load_config
+from mirrorflow.config.airflow_connections import fetch_connection_extra
+from mirrorflow.config.secrets import is_secret_key
+from mirrorflow.spark.copy_job import CONNECTION_EXTRAS_ENV
+
+# A speculative duplicate of a copy task would only fence its twin, but costs a second copy.
+SPARK_CONF = {"spark.speculation": "false"}
+
+
+class CredentialsWouldLeak(RuntimeError):
+    pass
+
+
+class MirrorflowCopyOperator(SparkSubmitOperator):
+    """spark-submit the copy job for the plan at `plan_offset` (a template, usually an XCom pull)."""
+
+    def __init__(
+        self,
+        *,
+        config_path: str,
+        source: str,
+        target: str,
+        plan_offset: str,
+        conn_id: str = "spark_default",
+        conf: dict[str, Any] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            application=str(COPY_APPLICATION),
+            conn_id=conn_id,
+            name=name or f"mirrorflow-{source}-{target}",
+            conf={**SPARK_CONF, **(conf or {})},
+            application_args=[
+                "--config",
+                config_path,
+                "--flow",
+                f"{source}->{target}",
+                "--plan-offset",
+                plan_offset,
+            ],
+            **kwargs,
+        )
+        self.config_path = config_path
+        self.source = source
+        self.target = target
+        self._runtime_env: dict[str, str] = {}
+
+    def execute(self, context: Any) -> None:
+        self._runtime_env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        extras = self._connection_extras()
+        if extras:
+            self._runtime_env[CONNECTION_EXTRAS_ENV] = json.dumps(extras)
+        super().execute(context)
+
+    def _connection_extras(self) -> dict[str, dict[str, Any]]:
+        from airflow.sdk.log import mask_secret
+
+        flow = load_config(self.config_path).flow(self.source, self.target)
+        extras = {}
+        for side in ("source", "target"):
+            conn_id = flow.airflow_connection_id(side)
+            if conn_id and conn_id not in extras:
+                extra = fetch_connection_extra(conn_id)
+                for key, value in extra.items():
+                    if is_secret_key(key):
+                        mask_secret(str(value), key)
+                extras[conn_id] = extra
+        return extras
+
+    def _get_hook(self) -> SparkSubmitHook:
+        hook = super()._get_hook()
+        if CONNECTION_EXTRAS_ENV in self._runtime_env and (
+            hook._is_yarn or hook._is_kubernetes or hook._connection["deploy_mode"] == "cluster"
+        ):
+            raise CredentialsWouldLeak(
+                f"spark connection {self._conn_id!r} runs the driver remotely ({hook._connection['master']}, "
+                f"deploy mode {hook._connection['deploy_mode']}), where credentials from Airflow connections "
+                "could only travel as Spark conf. Use client deploy mode, or give the clusters their "
+                "credentials with config providers (${env:...}, ${file:...}) resolvable on the cluster."
+            )
+        hook._env_vars = {**(hook._env_vars or {}), **self._runtime_env}
+        return hook

@@ -1,0 +1,155 @@
+"""A run's figures: what the copy did per partition and in total, and what failed.
+
+The Spark driver (or the CLI) builds the report from the units' results and stores it with the
+run records; the report task reads it back, adds the lag left at that moment, returns it to
+XCom and fails the run if any unit failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mirrorflow.replicate.copy import UnitResult
+from mirrorflow.replicate.plan import Plan
+
+TOTAL_FIELDS = ("records", "bytes", "transactions", "offset_syncs", "offset_sync_errors", "skipped_loops")
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    flow: str
+    mode: str
+    delivery: str
+    started_ms: int
+    finished_ms: int
+    units: list[dict[str, Any]] = field(default_factory=list)
+    planned_ranges: int = 0
+    planned_offsets: int = 0
+    lost_to_retention: int = 0
+    lag_left: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_results(
+        cls, plan: Plan, results: Iterable[UnitResult | Mapping[str, Any]], started_ms: int, finished_ms: int
+    ) -> RunReport:
+        units = [asdict(r) if isinstance(r, UnitResult) else dict(r) for r in results]
+        return cls(
+            run_id=plan.run_id,
+            flow=plan.flow,
+            mode=plan.mode,
+            delivery=plan.delivery,
+            started_ms=started_ms,
+            finished_ms=finished_ms,
+            units=sorted(units, key=lambda u: (u["topic"], u["partition"])),
+            planned_ranges=len(plan.ranges()),
+            planned_offsets=sum(s.pending for s in plan.spans),
+            lost_to_retention=sum(s.lost for s in plan.spans),
+        )
+
+    @classmethod
+    def merge(cls, attempts: list[RunReport]) -> RunReport:
+        """One report for a run whose copy step ran several times: work adds up, and each
+        partition's state (progress, error) is the one its last attempt left."""
+        last = attempts[-1]
+        units: dict[tuple[str, int], dict[str, Any]] = {}
+        for attempt in attempts:
+            for unit in attempt.units:
+                key = (unit["topic"], unit["partition"])
+                if key in units:
+                    merged = units[key]
+                    for name in (*TOTAL_FIELDS, "attempts", "seconds"):
+                        unit = {**unit, name: merged.get(name, 0) + unit.get(name, 0)}
+                units[key] = unit
+        return cls(
+            run_id=last.run_id,
+            flow=last.flow,
+            mode=last.mode,
+            delivery=last.delivery,
+            started_ms=attempts[0].started_ms,
+            finished_ms=last.finished_ms,
+            units=sorted(units.values(), key=lambda u: (u["topic"], u["partition"])),
+            planned_ranges=last.planned_ranges,
+            planned_offsets=last.planned_offsets,
+            lost_to_retention=last.lost_to_retention,
+        )
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """Units with an error, or that stopped short of their planned end."""
+        out = []
+        for unit in self.units:
+            if not unit.get("error") and unit["progress"] < unit["planned_end"] - 1:
+                unit = {
+                    **unit,
+                    "error": f"stopped at offset {unit['progress']} before the planned end {unit['planned_end']}",
+                }
+            if unit.get("error"):
+                out.append(unit)
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def totals(self) -> dict[str, int]:
+        totals = {name: sum(int(u.get(name, 0)) for u in self.units) for name in TOTAL_FIELDS}
+        totals["partitions"] = len(self.units)
+        totals["failed_partitions"] = len(self.failed)
+        return totals
+
+    def per_topic(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for unit in self.units:
+            row = out.setdefault(
+                unit["topic"],
+                {
+                    "remote_topic": unit["remote_topic"],
+                    "partitions": 0,
+                    "records": 0,
+                    "bytes": 0,
+                    "failed": 0,
+                },
+            )  # type: ignore[dict-item]
+            row["partitions"] += 1
+            row["records"] += unit["records"]
+            row["bytes"] += unit["bytes"]
+            row["failed"] += 1 if unit.get("error") else 0
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """Small enough for XCom and the UI: totals, per topic, failures, lag left."""
+        return {
+            "run_id": self.run_id,
+            "flow": self.flow,
+            "mode": self.mode,
+            "delivery": self.delivery,
+            "seconds": round((self.finished_ms - self.started_ms) / 1000, 3),
+            "planned_ranges": self.planned_ranges,
+            "planned_offsets": self.planned_offsets,
+            "lost_to_retention": self.lost_to_retention,
+            "totals": self.totals(),
+            "topics": self.per_topic(),
+            "failed": [
+                {"topic": u["topic"], "partition": u["partition"], "error": u["error"]} for u in self.failed
+            ],
+            "lag_left": self.lag_left,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | Mapping[str, Any]) -> RunReport:
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        return cls(**data)
+
+    def failure_message(self) -> str:
+        lines = [
+            f"{len(self.failed)} of {len(self.units)} partitions of {self.flow} run {self.run_id} failed:"
+        ]
+        lines += [f"  {u['topic']}-{u['partition']}: {u['error']}" for u in self.failed]
+        return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Glue between a plan and the copy engine, shared by the Spark job, the CLI and tests.
+
+The Spark job fans units out over executors; the CLI runs them in local worker processes. Both
+build the CopyJob, store the report and measure the lag left the same way, here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.kafka import admin_client, list_offsets
+from mirrorflow.replicate import runs
+from mirrorflow.replicate.copy import CopyJob, UnitResult, copy_unit
+from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.progress import read_progress
+from mirrorflow.replicate.report import RunReport
+
+
+def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
+    syncs_on_target = flow.offset_syncs_cluster == flow.target
+    return CopyJob(
+        run_id=plan.run_id,
+        source=flow.source,
+        target=flow.target,
+        exactly_once=plan.delivery == "exactly-once",
+        max_records=plan.max_records,
+        max_bytes=plan.max_bytes,
+        provenance=flow.provenance_headers_enabled,
+        progress_topic=flow.offset_storage_topic,
+        offset_syncs_topic=flow.offset_syncs_topic if flow.emit_offset_syncs_enabled else None,
+        offset_syncs_on_target=syncs_on_target,
+        source_consumer=clients.source_consumer,
+        target_producer=clients.target_producer,
+        target_consumer=clients.target_consumer,
+        source_producer=clients.source_producer,
+    )
+
+
+def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
+    """One worker's share: its partitions one after another (never two writers per partition)."""
+    return [copy_unit(job, span) for span in spans]
+
+
+def run_locally(
+    job: CopyJob, plan: Plan, *, on_result: Callable[[UnitResult], None] | None = None
+) -> list[UnitResult]:
+    """Copy every unit of the plan with up to tasks.max local worker processes."""
+    slices = plan.slices()
+    results: list[UnitResult] = []
+    if not slices:
+        return results
+    with ProcessPoolExecutor(max_workers=len(slices)) as pool:
+        futures = [pool.submit(copy_slice, job, s) for s in slices]
+        for future in as_completed(futures):
+            for result in future.result():
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    return results
+
+
+def lag_left(flow: FlowConfig, clients: FlowClients, plan: Plan) -> dict[str, int]:
+    """Offsets still to copy per source topic, measured now (the source kept moving)."""
+    parts = [(s.topic, s.partition) for s in plan.spans]
+    if not parts:
+        return {}
+    stable = list_offsets(admin_client(clients.source_admin), parts, OffsetSpec.latest())
+    progress = read_progress(clients.target_consumer, flow.offset_storage_topic, flow.source)
+    lag: dict[str, int] = {}
+    for topic, partition in parts:
+        done = progress.get((topic, partition), -1)
+        lag[topic] = lag.get(topic, 0) + max(0, stable[(topic, partition)] - (done + 1))
+    return lag
+
+
+def store_report(clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int) -> RunReport:
+    report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000))
+    runs.write_run_record(clients.target_producer, plan.flow, plan.run_id, "report", report.to_json())
+    return report

@@ -1,0 +1,141 @@
+"""The replicate and migrate steps as plain functions: Airflow tasks, the CLI and tests call these.
+
+plan_run fixes and stores a plan and returns what the UI shows; report_run reads the copy's
+report back, measures the lag left, stores the run summary and raises if anything failed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.replicate import runs
+from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.planner import make_plan, with_topics
+from mirrorflow.replicate.report import RunReport
+from mirrorflow.replicate.runner import lag_left
+
+PLAN_DETAIL_LIMIT = 500  # spans listed in full in XCom; bigger plans show per-topic totals only
+
+
+class RunFailed(RuntimeError):
+    """The run did not copy everything it planned; the message lists what and why."""
+
+
+def parse_until(text: str | int | None) -> int | None:
+    """`now` (or empty) -> None; epoch milliseconds or an ISO-8601 time (UTC if no zone) -> ms."""
+    if text is None:
+        return None
+    if isinstance(text, int):
+        return text
+    value = text.strip()
+    if value.lower() in ("", "now"):
+        return None
+    if value.isdigit():
+        return int(value)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(
+            f"until={text!r} is neither 'now', epoch milliseconds nor an ISO-8601 time such as 2026-11-21T12:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _flow(config: MirrorConfig | str, source: str, target: str, topics: str | None) -> FlowConfig:
+    loaded = load_config(config) if isinstance(config, str) else config
+    flow = loaded.flow(source, target)
+    return with_topics(flow, topics) if topics else flow
+
+
+def plan_run(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    *,
+    run_id: str,
+    mode: str = "replicate",
+    until: str | int | None = None,
+    topics: str | None = None,
+    delivery: str | None = None,
+    connection_extra: ConnectionExtra | None = None,
+) -> dict[str, Any]:
+    flow = _flow(config, source, target, topics)
+    clients = FlowClients.resolve(flow, connection_extra)
+    outcome = make_plan(
+        flow, clients, run_id=run_id, mode=mode, until_ms=parse_until(until), delivery=delivery
+    )
+    plan = outcome.plan
+    offset = runs.write_run_record(clients.target_producer, flow.name, run_id, "plan", plan.to_json())
+    shown = [
+        {
+            "topic": s.topic,
+            "partition": s.partition,
+            "remote_topic": s.remote_topic,
+            "start": s.start,
+            "end": s.end,
+        }
+        for s in plan.units()
+    ]
+    return {
+        "plan_offset": offset,
+        "run_id": run_id,
+        "flow": flow.name,
+        "mode": mode,
+        "delivery": plan.delivery,
+        "until_ms": parse_until(until),
+        "topics": plan.summary(),
+        "units": len(plan.units()),
+        "ranges": len(plan.ranges()),
+        "spans": shown if len(shown) <= PLAN_DETAIL_LIMIT else f"{len(shown)} partitions (see topics)",
+        "created_topics": list(outcome.topics.created),
+        "grown_topics": {k: list(v) for k, v in outcome.topics.grown.items()},
+        "internal_topics_created": list(outcome.internal_topics_created),
+        "topic_errors": outcome.topics.errors,
+        "rewound_partitions": list(outcome.rewound),
+    }
+
+
+def report_run(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    *,
+    run_id: str,
+    plan_offset: int,
+    topic_errors: dict[str, str] | None = None,
+    connection_extra: ConnectionExtra | None = None,
+    wait_s: float = 30.0,
+) -> dict[str, Any]:
+    flow = _flow(config, source, target, None)
+    clients = FlowClients.resolve(flow, connection_extra)
+    _, _, _, plan_body = runs.read_run_record(clients.target_consumer, plan_offset)
+    plan = Plan.from_json(plan_body)
+    try:
+        bodies = runs.wait_for_run_records(
+            clients.target_consumer, flow.name, run_id, "report", start=plan_offset, timeout_s=wait_s
+        )
+    except runs.RunRecordMissing as exc:
+        raise RunFailed(f"{exc}: the copy job did not finish; see the copy task's log") from exc
+    report = RunReport.merge([RunReport.from_json(b) for b in bodies])
+    report.lag_left = lag_left(flow, clients, plan)
+    summary = report.summary()
+    summary["topic_errors"] = dict(topic_errors or {})
+    runs.write_run_record(clients.target_producer, flow.name, run_id, "summary", json.dumps(summary))
+    problems = []
+    if not report.ok:
+        problems.append(report.failure_message())
+    if topic_errors:
+        problems.append(
+            "topics that could not be replicated:\n"
+            + "\n".join(f"  {t}: {e}" for t, e in topic_errors.items())
+        )
+    if problems:
+        raise RunFailed("\n".join(problems))
+    return summary

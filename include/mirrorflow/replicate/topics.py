@@ -1,0 +1,150 @@
+"""Remote and internal topics on the target, created and grown the way MM2 does it.
+
+Every replicate run calls `sync_remote_topics` (so a new source topic is copied on the next run,
+not after refresh.topics.interval.seconds); the refresh_topics job calls the same function.
+Remote topics get the source's partition count, `replication.factor` and the source configs
+that pass config.properties.exclude; partitions only ever grow; nothing is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+
+from mirrorflow.config import FlowConfig
+from mirrorflow.policy import should_replicate_topic
+from mirrorflow.policy.filters import TopicConfigEntry, topic_creation_configs
+
+TIMEOUT_S = 60.0
+
+
+@dataclass
+class RemoteTopics:
+    """Which source topics the flow replicates and what happened to their remote topics."""
+
+    remote: dict[str, str] = field(default_factory=dict)  # source topic -> remote topic
+    partitions: dict[str, int] = field(default_factory=dict)  # source topic -> source partitions
+    created: list[str] = field(default_factory=list)
+    grown: dict[str, tuple[int, int]] = field(default_factory=dict)  # remote -> (before, after)
+    errors: dict[str, str] = field(default_factory=dict)  # source topic -> why it cannot be copied now
+
+    def ready(self) -> dict[str, str]:
+        return {t: r for t, r in self.remote.items() if t not in self.errors}
+
+
+def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, list[TopicConfigEntry]]:
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+    if not resources:
+        return {}
+    out: dict[str, list[TopicConfigEntry]] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
+        entries = future.result(TIMEOUT_S)
+        out[resource.name] = [
+            TopicConfigEntry(
+                name=e.name,
+                value=e.value,
+                source=e.source.name if hasattr(e.source, "name") else str(e.source),
+                is_read_only=bool(e.is_read_only),
+                is_sensitive=bool(e.is_sensitive),
+            )
+            for e in entries.values()
+        ]
+    return out
+
+
+def _create_error_message(flow: FlowConfig, remote: str, error: KafkaError) -> str:
+    if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
+        return (
+            f"cannot create {remote}: {error.str()}; replication.factor is {flow.replication_factor}: "
+            "set replication.factor (or -1 for the target broker default) to at most the target's broker count"
+        )
+    return f"cannot create {remote}: {error.name()}: {error.str()}"
+
+
+def sync_remote_topics(
+    flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient
+) -> RemoteTopics:
+    out = RemoteTopics()
+    source_topics = source_admin.list_topics(timeout=TIMEOUT_S).topics
+    for name in sorted(source_topics):
+        meta = source_topics[name]
+        if meta.error is not None or not should_replicate_topic(flow, name):
+            continue
+        out.remote[name] = flow.policy.format_remote_topic(flow.source, name)
+        out.partitions[name] = len(meta.partitions)
+    target_topics = target_admin.list_topics(timeout=TIMEOUT_S).topics
+
+    missing = [t for t, r in out.remote.items() if r not in target_topics]
+    if missing:
+        configs = describe_topic_configs(source_admin, missing)
+        new = [
+            NewTopic(
+                out.remote[t],
+                out.partitions[t],
+                flow.replication_factor,
+                config=topic_creation_configs(configs.get(t, []), flow.config_property_filter),
+            )
+            for t in missing
+        ]
+        by_remote = {out.remote[t]: t for t in missing}
+        for remote, future in target_admin.create_topics(new, request_timeout=TIMEOUT_S).items():
+            try:
+                future.result(TIMEOUT_S)
+                out.created.append(remote)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    out.errors[by_remote[remote]] = _create_error_message(flow, remote, error)
+
+    grow = {}
+    for topic, remote in out.remote.items():
+        meta = target_topics.get(remote)
+        if meta is not None and meta.error is None and len(meta.partitions) < out.partitions[topic]:
+            grow[remote] = (topic, len(meta.partitions))
+    if grow:
+        requests = [NewPartitions(remote, out.partitions[topic]) for remote, (topic, _) in grow.items()]
+        for remote, future in target_admin.create_partitions(requests, request_timeout=TIMEOUT_S).items():
+            topic, before = grow[remote]
+            try:
+                future.result(TIMEOUT_S)
+                out.grown[remote] = (before, out.partitions[topic])
+            except KafkaException as exc:
+                out.errors[topic] = (
+                    f"cannot grow {remote} to {out.partitions[topic]} partitions: {exc.args[0].str()}"
+                )
+    return out
+
+
+COMPACTED = {"cleanup.policy": "compact"}
+
+
+class InternalTopicError(RuntimeError):
+    pass
+
+
+def ensure_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+    *,
+    what: str,
+    factor_key: str,
+) -> bool:
+    """Create `name` unless it exists; True if created. Errors name the setting to change."""
+    topic = NewTopic(name, partitions, replication_factor, config=dict(configs))
+    try:
+        admin.create_topics([topic], request_timeout=TIMEOUT_S)[name].result(TIMEOUT_S)
+        return True
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        hint = ""
+        if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
+            hint = f"; {factor_key} is {replication_factor}: lower it (or -1 for the broker default)"
+        raise InternalTopicError(f"cannot create {what} topic {name}: {error.str()}{hint}") from exc

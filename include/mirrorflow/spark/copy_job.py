@@ -1,0 +1,97 @@
+"""The copy job: `spark-submit spark_apps/mirrorflow_copy.py --config F --flow A->B --plan-offset N`.
+
+The driver reads the plan the Airflow plan task stored in the run-records topic, deals the
+plan's partitions over at most tasks.max Spark tasks (one writer per partition, as the copy
+engine requires), collects the results, stores the run report and exits non-zero if any
+partition failed. Credentials an Airflow connection holds reach the driver in the
+MIRRORFLOW_CONNECTION_EXTRAS environment variable (set by the operator, never in arguments)
+and travel to executors inside the task closure, never through Spark conf or the UI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import load_config
+from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.runner import copy_job_for, copy_slice, store_report
+from mirrorflow.replicate.runs import read_run_record
+
+CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
+log = logging.getLogger("mirrorflow.spark.copy")
+
+
+def connection_extras_from_env() -> dict[str, dict]:
+    raw = os.environ.pop(CONNECTION_EXTRAS_ENV, "")
+    return json.loads(raw) if raw else {}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="mirrorflow_copy.py", description="Copy the ranges of one plan.")
+    parser.add_argument("--config", required=True, help="the mirrorflow / MM2 properties file")
+    parser.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    parser.add_argument(
+        "--plan-offset", required=True, type=int, help="offset of the plan in the run-records topic"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    source, _, target = args.flow.partition("->")
+    extras = connection_extras_from_env()
+    flow = load_config(args.config).flow(source, target)
+    clients = FlowClients.resolve(
+        flow, connection_extra=(lambda conn_id: extras[conn_id]) if extras else None
+    )
+    flow_name, run_id, kind, body = read_run_record(clients.target_consumer, args.plan_offset)
+    if (flow_name, kind) != (flow.name, "plan"):
+        raise SystemExit(
+            f"offset {args.plan_offset} holds the {kind} of {flow_name}, not a plan of {flow.name}"
+        )
+    plan = Plan.from_json(body)
+    job = copy_job_for(flow, clients, plan)
+    started_ms = int(time.time() * 1000)
+    slices = plan.slices()
+    log.info("run %s of %s: %d partitions over %d tasks", run_id, flow.name, len(plan.units()), len(slices))
+    results = []
+    if slices:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName(f"mirrorflow {flow.name} {run_id}").getOrCreate()
+        try:
+
+            def run_slice(spans: Iterator[list[PartitionSpan]]) -> Iterator:
+                for one in spans:
+                    yield from copy_slice(job, one)
+
+            results = spark.sparkContext.parallelize(slices, len(slices)).mapPartitions(run_slice).collect()
+        finally:
+            spark.stop()
+    report = store_report(clients, plan, results, started_ms)
+    totals = report.totals()
+    log.info(
+        "run %s of %s: %d records, %d bytes, %d transactions, %d failed partitions",
+        run_id,
+        flow.name,
+        totals["records"],
+        totals["bytes"],
+        totals["transactions"],
+        totals["failed_partitions"],
+    )
+    if not report.ok:
+        log.error("%s", report.failure_message())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
