@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from devbroker.launcher import DevBroker
+
+# Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="mirrorflow-test-airflow-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 ALIASES = ("A", "B", "C", "D")
 # Group rebalances wait group.initial.rebalance.delay.ms (Kafka: 3 s) before the first

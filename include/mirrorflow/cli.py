@@ -17,6 +17,18 @@ def main() -> None:
     """mirrorflow: Kafka replication with MirrorMaker 2 semantics, run by Airflow and Spark."""
 
 
+# Modules under mirrorflow.commands whose COMMANDS join `main`.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _register_commands() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        for command in importlib.import_module(f"mirrorflow.commands.{name}").COMMANDS:
+            main.add_command(command)
+
+
 @main.command(name="validate")
 @click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
 def validate_command(config_file: Path) -> None:
@@ -85,3 +97,6 @@ def _flows_table(config: MirrorConfig) -> Table:
             flow.delivery if replicates else "-",
         )
     return table
+
+
+_register_commands()

@@ -1,178 +1,21 @@
 """Every mirrorflow DAG, built from the active MM2 properties file.
 
-One `mirrorflow__<A>__<B>__replicate` DAG per enabled flow (plan -> copy -> report, on the flow's
-schedule) and the manual `mirrorflow_migrate` DAG with a trigger form. The DAG file in dags/
-only calls `build_dags`; nothing here touches the network at parse time.
+Each DAG family lives in its own module with a `build(path, config, wanted)` function; the DAG
+file in dags/ only calls `build_dags`. Nothing here touches the network at parse time, and when
+Airflow parses the file to run one task only that task's DAG is built.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any
+import importlib
 
-from airflow.sdk import DAG, Param, get_current_context, get_parsing_context, task
+from airflow.sdk import DAG, get_parsing_context
 
-from mirrorflow.airflow.operators import MirrorflowCopyOperator
 from mirrorflow.airflow.settings import config_path
-from mirrorflow.config import FlowConfig, MirrorConfig, load_config
+from mirrorflow.config import load_config
 
-START = datetime(2024, 1, 1)
-TAGS = ["mirrorflow"]
-MIGRATE_DAG_ID = "mirrorflow_migrate"
-
-
-def replicate_dag_id(source: str, target: str) -> str:
-    return f"mirrorflow__{source}__{target}__replicate"
-
-
-def _schedule(flow: FlowConfig) -> str:
-    return flow.replicate_schedule
-
-
-def _run_id() -> str:
-    return get_current_context()["run_id"]
-
-
-def replicate_dag(path: str, flow: FlowConfig) -> DAG:
-    source, target = flow.source, flow.target
-    with DAG(
-        dag_id=replicate_dag_id(source, target),
-        description=f"Copy {source} to {target} ({flow.delivery}), MM2 semantics",
-        schedule=_schedule(flow),
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        tags=[*TAGS, "replicate", f"{source}->{target}"],
-        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
-        doc_md=(
-            f"Replicates **{source} → {target}** with MirrorMaker 2's topic names, progress and offset-syncs.\n\n"
-            "* **plan**: creates/grows remote topics, fixes each partition's end offset, stores the plan.\n"
-            "* **copy**: a Spark job copies every partition's ranges (exactly-once by default).\n"
-            "* **report**: stores and returns the run's figures; fails if any partition failed."
-        ),
-    ) as dag:
-
-        @task(task_id="plan")
-        def plan() -> dict[str, Any]:
-            from mirrorflow.replicate.service import plan_run
-
-            return plan_run(path, source, target, run_id=_run_id())
-
-        copy = MirrorflowCopyOperator(
-            task_id="copy",
-            config_path=path,
-            source=source,
-            target=target,
-            plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
-        )
-
-        @task(task_id="report", trigger_rule="all_done", retries=0)
-        def report(planned: dict[str, Any]) -> dict[str, Any]:
-            from mirrorflow.replicate.service import report_run
-
-            return report_run(
-                path,
-                source,
-                target,
-                run_id=_run_id(),
-                plan_offset=planned["plan_offset"],
-                topic_errors=planned["topic_errors"],
-            )
-
-        planned = plan()
-        planned >> copy >> report(planned)
-    return dag
-
-
-def migrate_dag(path: str, config: MirrorConfig) -> DAG:
-    clusters = list(config.clusters)
-    with DAG(
-        dag_id=MIGRATE_DAG_ID,
-        description="One-off copy of everything up to a point in time, then a report per topic",
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        max_active_runs=1,
-        tags=[*TAGS, "migrate"],
-        default_args={"retries": 3, "retry_delay": timedelta(seconds=30)},
-        params={
-            "source": Param(clusters[0], enum=clusters, title="Source cluster"),
-            "target": Param(clusters[-1], enum=clusters, title="Target cluster"),
-            "topics": Param(".*", type="string", title="Topics (regex, full match)"),
-            "until": Param(
-                "now",
-                type="string",
-                title="Copy up to",
-                description="'now' (end offsets at trigger time), epoch ms, or an ISO-8601 time",
-            ),
-            "delivery": Param(
-                "exactly-once", enum=["exactly-once", "at-least-once"], title="Delivery guarantee"
-            ),
-        },
-        render_template_as_native_obj=False,
-        doc_md=(
-            "Copies the chosen topics from **source** to **target** up to the end offsets fixed when the run "
-            "starts (or the offsets of the given time), retrying until every range is done, then reports "
-            "counts per topic. Progress is shared with the flow's replicate DAG, so nothing is copied twice."
-        ),
-    ) as dag:
-
-        @task(task_id="plan", retries=1)
-        def plan() -> dict[str, Any]:
-            from mirrorflow.replicate.service import plan_run
-
-            params = get_current_context()["params"]
-            if params["source"] == params["target"]:
-                raise ValueError("source and target must be different clusters")
-            return plan_run(
-                path,
-                params["source"],
-                params["target"],
-                run_id=_run_id(),
-                mode="migrate",
-                until=params["until"],
-                topics=params["topics"],
-                delivery=params["delivery"],
-            )
-
-        copy = MigrationCopyOperator(task_id="copy", config_path=path)
-
-        @task(task_id="report", trigger_rule="all_done", retries=0)
-        def report(planned: dict[str, Any]) -> dict[str, Any]:
-            from mirrorflow.replicate.service import report_run
-
-            params = get_current_context()["params"]
-            return report_run(
-                path,
-                params["source"],
-                params["target"],
-                run_id=_run_id(),
-                plan_offset=planned["plan_offset"],
-                topic_errors=planned["topic_errors"],
-            )
-
-        planned = plan()
-        planned >> copy >> report(planned)
-    return dag
-
-
-class MigrationCopyOperator(MirrorflowCopyOperator):
-    """The copy step of a migration: source and target come from the trigger form."""
-
-    def __init__(self, *, config_path: str, **kwargs: Any) -> None:
-        super().__init__(
-            config_path=config_path,
-            name="mirrorflow-migrate",
-            source="{{ params.source }}",
-            target="{{ params.target }}",
-            plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
-            **kwargs,
-        )
-
-    def execute(self, context: Any) -> None:
-        self.source = context["params"]["source"]
-        self.target = context["params"]["target"]
-        super().execute(context)
+# Modules under mirrorflow.airflow that contribute DAGs.
+FAMILIES = ("replicate",)
 
 
 def build_dags(path: str | None = None) -> dict[str, DAG]:
@@ -181,10 +24,7 @@ def build_dags(path: str | None = None) -> dict[str, DAG]:
     config = load_config(resolved)
     wanted = get_parsing_context().dag_id
     dags: dict[str, DAG] = {}
-    for flow in config.replication_flows:
-        dag_id = replicate_dag_id(flow.source, flow.target)
-        if wanted in (None, dag_id):
-            dags[dag_id] = replicate_dag(resolved, flow)
-    if len(config.clusters) >= 2 and wanted in (None, MIGRATE_DAG_ID):
-        dags[MIGRATE_DAG_ID] = migrate_dag(resolved, config)
+    for family in FAMILIES:
+        module = importlib.import_module(f"mirrorflow.airflow.{family}")
+        dags.update(module.build(resolved, config, wanted))
     return dags

@@ -1,0 +1,1 @@
+"""`mirrorflow` subcommands, one module per family; each exports COMMANDS (click commands)."""

@@ -1,0 +1,59 @@
+"""The DAG file parses into the expected DAGs, with no network access, for the example configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from airflow.models import DagBag
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def dagbag(monkeypatch: pytest.MonkeyPatch) -> DagBag:
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(ROOT / "include" / "config" / "demo.properties"))
+    monkeypatch.setenv("MIRRORFLOW_DEMO_PRIMARY", "127.0.0.1:1")
+    monkeypatch.setenv("MIRRORFLOW_DEMO_BACKUP", "127.0.0.1:2")
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_dag_file_imports_cleanly(dagbag: DagBag) -> None:
+    assert dagbag.import_errors == {}
+
+
+def test_replicate_dag_shape(dagbag: DagBag) -> None:
+    dag = dagbag.dags["mirrorflow__primary__backup__replicate"]
+    assert dag is not None
+    assert dag.max_active_runs == 1
+    assert not dag.catchup
+    assert {t.task_id for t in dag.tasks} == {"plan", "copy", "report"}
+    assert dag.get_task("plan").downstream_task_ids == {"copy", "report"}
+    assert dag.get_task("copy").downstream_task_ids == {"report"}
+    assert dag.get_task("report").trigger_rule == "all_done"
+    assert dag.get_task("copy").retries == 2
+    assert dag.schedule == "*/5 * * * *"
+
+
+def test_copy_task_arguments_hold_no_cluster_settings(dagbag: DagBag) -> None:
+    copy = dagbag.dags["mirrorflow__primary__backup__replicate"].get_task("copy")
+    args = " ".join(copy.application_args)
+    assert "bootstrap" not in args and "password" not in args
+    assert copy.application.endswith("spark_apps/mirrorflow_copy.py")
+    assert copy.conf["spark.speculation"] == "false"
+
+
+def test_migrate_dag_has_a_trigger_form(dagbag: DagBag) -> None:
+    dag = dagbag.dags["mirrorflow_migrate"]
+    assert dag.schedule is None or str(dag.timetable.summary) in ("None", "")
+    params = dag.params
+    assert params["source"] == "primary" and params["target"] == "backup"
+    assert params.get_param("delivery").schema["enum"] == ["exactly-once", "at-least-once"]
+    assert params["until"] == "now"
+
+
+def test_missing_config_is_an_import_error_that_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", "/nonexistent/mm2.properties")
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    (error,) = bag.import_errors.values()
+    assert "MIRRORFLOW_CONFIG" in error
