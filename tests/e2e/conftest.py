@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import AirflowHome
+from mirrorflow.airflow.local import AirflowHome
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,11 @@ def _env(primary, backup) -> dict[str, str]:
 
 
 def _summaries(backup) -> list[dict]:
-    return [json.loads(body) for _, _, _, kind, body in iter_run_records({"bootstrap.servers": backup.bootstrap}) if kind == "summary"]
+    return [
+        json.loads(body)
+        for _, _, _, kind, body in iter_run_records({"bootstrap.servers": backup.bootstrap})
+        if kind == "summary"
+    ]
 
 
 def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) -> None:
@@ -47,7 +51,9 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     again = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=_env(primary, backup))
     assert again.succeeded, again.log[-4000:]
     assert _summaries(backup)[-1]["totals"]["records"] == 0
-    assert len(read_all(backup.bootstrap, "primary.orders", 0)) == len(read_all(primary.bootstrap, "orders", 0))
+    assert len(read_all(backup.bootstrap, "primary.orders", 0)) == len(
+        read_all(primary.bootstrap, "orders", 0)
+    )
 
 
 def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clusters) -> None:
@@ -61,7 +67,13 @@ def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clu
         producer.produce("events", value=f"{i}".encode(), partition=i % 3, timestamp=ts)
         producer.produce("other", value=b"not selected")
     producer.flush(10)
-    conf = {"source": "primary", "target": "backup", "topics": "events", "until": str(cutoff), "delivery": "exactly-once"}
+    conf = {
+        "source": "primary",
+        "target": "backup",
+        "topics": "events",
+        "until": str(cutoff),
+        "delivery": "exactly-once",
+    }
     result = airflow_home.dags_test("mirrorflow_migrate", env=_env(primary, backup), conf=conf)
     assert result.succeeded, result.log[-4000:]
     copied = [r for p in range(3) for r in read_all(backup.bootstrap, "primary.events", p)]

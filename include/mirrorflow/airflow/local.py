@@ -1,7 +1,7 @@
-"""Run real DAGs with `airflow dags test` in a subprocess, as a user would.
-
-One Airflow home (SQLite, migrated once per session) serves every end-to-end test; each run gets
-the mirrorflow config, the cluster addresses and the Spark connection through the environment.
+"""Run mirrorflow's DAGs on one machine with `airflow dags test`, as the demo and the end-to-end
+tests do: a SQLite Airflow home migrated once, the real DAG file, the real spark-submit with Spark
+in local mode (`local[2,3]`: two cores, failed tasks retried), and the mirrorflow config and
+cluster addresses passed through the environment.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from mirrorflow.airflow.settings import PROJECT_ROOT as ROOT
+
 BIN = Path(sys.executable).parent
 AIRFLOW = str(BIN / "airflow")
 
@@ -52,7 +53,10 @@ class AirflowHome:
         return env
 
     def migrate(self) -> None:
-        subprocess.run([AIRFLOW, "db", "migrate"], env=self.env(), check=True, capture_output=True, timeout=300)
+        """Create the SQLite metadata DB (`airflow db migrate`); `dags test` needs it."""
+        subprocess.run(
+            [AIRFLOW, "db", "migrate"], env=self.env(), check=True, capture_output=True, timeout=300
+        )
 
     def dags_test(
         self, dag_id: str, *, env: dict[str, str], conf: dict | None = None, timeout: float = 600
