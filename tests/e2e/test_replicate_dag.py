@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.demo import SEED_TOPICS, seed
@@ -33,6 +34,7 @@ def _summaries(backup) -> list[dict]:
     ]
 
 
+@pytest.mark.devbroker_only
 def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) -> None:
     primary, backup = kafka_clusters(2)
     seed(primary.broker)
@@ -56,16 +58,17 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     )
 
 
-def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clusters) -> None:
+def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clusters, unique) -> None:
     primary, backup = kafka_clusters(2)
-    create_topics(primary.bootstrap, ("events", 3), ("other", 1))
+    events, other = unique("events"), unique("other")
+    create_topics(primary.bootstrap, (events, 3), (other, 1))
     producer = Producer({"bootstrap.servers": primary.bootstrap})
     cutoff = int(time.time() * 1000) - 60_000
     for i in range(300):
         # Timestamps straddle the cutoff: 200 records before it, 100 at or after it.
         ts = cutoff - 200 + i if i < 200 else cutoff + (i - 200)
-        producer.produce("events", value=f"{i}".encode(), partition=i % 3, timestamp=ts)
-        producer.produce("other", value=b"not selected")
+        producer.produce(events, value=f"{i}".encode(), partition=i % 3, timestamp=ts)
+        producer.produce(other, value=b"not selected")
     producer.flush(10)
     conf = {
         "source": "primary",
@@ -76,9 +79,9 @@ def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clu
     }
     result = airflow_home.dags_test("mirrorflow_migrate", env=_env(primary, backup), conf=conf)
     assert result.succeeded, result.log[-4000:]
-    copied = [r for p in range(3) for r in read_all(backup.bootstrap, "primary.events", p)]
+    copied = [r for p in range(3) for r in read_all(backup.bootstrap, f"primary.{events}", p)]
     assert sorted(int(r.value) for r in copied) == list(range(200))
     assert all(r.timestamp < cutoff for r in copied)
     summary = _summaries(backup)[-1]
-    assert summary["mode"] == "migrate" and summary["topics"]["events"]["records"] == 200
-    assert "other" not in summary["topics"]
+    assert summary["mode"] == "migrate" and summary["topics"][events]["records"] == 200
+    assert other not in summary["topics"]

@@ -104,6 +104,7 @@ def test_copy_is_byte_exact_with_provenance_and_dense_syncs(clusters) -> None:
     assert set(p0) <= target_offsets
 
 
+@pytest.mark.devbroker_only
 def test_gaps_from_compaction_and_aborted_transactions_are_kept_and_synced(clusters) -> None:
     src, dst = clusters
     create_topics(src.bootstrap, ("ledger", 1, {"cleanup.policy": "compact"}))

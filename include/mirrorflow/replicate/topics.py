@@ -12,7 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
 
 from mirrorflow.config import FlowConfig
 from mirrorflow.policy import should_replicate_topic
@@ -35,6 +42,15 @@ class RemoteTopics:
         return {t: r for t, r in self.remote.items() if t not in self.errors}
 
 
+def _source_name(source: ConfigSource | int) -> str:
+    """Kafka's ConfigSource name; librdkafka hands the source over as a bare int (and a source
+    newer than this client reads as UNKNOWN_CONFIG, as Java's fromId does)."""
+    try:
+        return ConfigSource(source).name
+    except ValueError:
+        return ConfigSource.UNKNOWN_CONFIG.name
+
+
 def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[str, list[TopicConfigEntry]]:
     resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
     if not resources:
@@ -46,7 +62,7 @@ def describe_topic_configs(admin: AdminClient, topics: Iterable[str]) -> dict[st
             TopicConfigEntry(
                 name=e.name,
                 value=e.value,
-                source=e.source.name if hasattr(e.source, "name") else str(e.source),
+                source=_source_name(e.source),
                 is_read_only=bool(e.is_read_only),
                 is_sensitive=bool(e.is_sensitive),
             )
