@@ -73,7 +73,7 @@ def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clu
     conf = {
         "source": "primary",
         "target": "backup",
-        "topics": "events",
+        "topics": events,
         "until": str(cutoff),
         "delivery": "exactly-once",
     }

@@ -1,0 +1,200 @@
+"""Heartbeats: MM2's proof that a replication path is alive, written as MirrorHeartbeatTask writes them.
+
+The heartbeat job of pair S->T writes Heartbeat(S, T, now) into `heartbeats` on T every
+emit.heartbeats.interval.seconds. That topic is then replicated like any other (heartbeat topics
+bypass the `topics` list), so T's `heartbeats` becomes `T.heartbeats` on every cluster T feeds, and
+`T.heartbeats` becomes `U.T.heartbeats` one hop further. MirrorClient (and `mirrorflow status`)
+reads those names to find upstream clusters and hop counts, and the newest timestamp in them to
+tell how fresh each path is.
+
+Airflow cannot run a task every second, so a heartbeat job runs for a bounded window: it emits
+once at once, then once per interval until the window closes, then exits. `heartbeat_period` is
+the DAG schedule that keeps those windows back to back.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.kafka import admin_client
+from mirrorflow.mm2.formats import Heartbeat
+from mirrorflow.replicate.topics import COMPACTED, ensure_topic
+
+log = logging.getLogger("mirrorflow.heartbeats")
+
+# Airflow schedules are impractical below a minute (a run costs a scheduler loop and a task
+# process); a heartbeat DAG therefore runs at least a minute apart and emits inside each run.
+MIN_PERIOD = timedelta(minutes=1)
+# MM2 spins with an interval of 0; mirrorflow caps one job at ten heartbeats a second.
+MIN_SPACING = timedelta(milliseconds=100)
+FLUSH_TIMEOUT_S = 30.0
+DELIVERY_TIMEOUT_MS = 30_000
+
+
+class HeartbeatError(RuntimeError):
+    """Heartbeats were not acknowledged by the target cluster; the message says which and why."""
+
+
+def heartbeat_period(interval: timedelta) -> timedelta:
+    """The heartbeat DAG's schedule for an emit interval.
+
+    An interval of a minute or more is the schedule itself (one heartbeat per run). A shorter one
+    is repeated a whole number of times to fill at least a minute (1 s -> 60 s, 7 s -> 63 s,
+    45 s -> 90 s), so heartbeats stay evenly spaced across run boundaries.
+    """
+    spacing = max(interval, MIN_SPACING)
+    if spacing >= MIN_PERIOD:
+        return spacing
+    return spacing * math.ceil(MIN_PERIOD / spacing)
+
+
+def heartbeat_window(interval: timedelta, scheduled_at: datetime, now: datetime) -> float:
+    """Seconds a run keeps emitting: until one interval before the next run is due, so the last
+    heartbeat of this run and the first of the next are one interval apart and runs never overlap.
+    A run that starts late shortens its window instead of pushing the next run back."""
+    next_run = scheduled_at + heartbeat_period(interval)
+    return max(0.0, (next_run - max(interval, MIN_SPACING) - now).total_seconds())
+
+
+def heartbeat_schedule(intervals_s: Sequence[float], duration_s: float) -> list[tuple[float, int]]:
+    """(seconds after start, emitter index) of every heartbeat, in time order.
+
+    Emitter i sends at 0, interval, 2*interval, ... while that stays within `duration_s`, so
+    every emitter sends at least once and the count is fixed before the first send.
+    """
+    spacing_floor = MIN_SPACING.total_seconds()
+    schedule = []
+    for index, interval in enumerate(intervals_s):
+        spacing = max(interval, spacing_floor)
+        count = int(math.floor(max(duration_s, 0.0) / spacing + 1e-9)) + 1
+        schedule.extend((k * spacing, index) for k in range(count))
+    return sorted(schedule)
+
+
+@dataclass
+class HeartbeatRun:
+    """What one flow's heartbeat job wrote in one run (returned to XCom and printed by the CLI)."""
+
+    flow: str
+    cluster: str
+    topic: str
+    emitted: int = 0
+    failed: int = 0
+    first_ms: int | None = None
+    last_ms: int | None = None
+    created_topic: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Emitter:
+    """One flow's producer into its target's heartbeats topic."""
+
+    def __init__(self, flow: FlowConfig, clients: FlowClients) -> None:
+        interval = flow.emit_heartbeats_interval
+        if interval is None:
+            raise ValueError(
+                f"heartbeats are disabled for {flow.name} (emit.heartbeats.enabled=false or a negative "
+                "emit.heartbeats.interval.seconds); enable them or leave the flow out"
+            )
+        self.flow = flow
+        self.interval_s = interval.total_seconds()
+        self.run = HeartbeatRun(flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic)
+        self.run.created_topic = ensure_topic(
+            admin_client(clients.target_admin),
+            flow.heartbeats_topic,
+            1,
+            flow.heartbeats_topic_replication_factor,
+            COMPACTED,
+            what="heartbeats",
+            factor_key="heartbeats.topic.replication.factor",
+        )
+        config = {**clients.target_producer, "acks": "all"}
+        config.setdefault("message.timeout.ms", DELIVERY_TIMEOUT_MS)
+        self.producer = Producer(config)
+        self.pending = 0
+
+    def emit(self, now_ms: int) -> None:
+        heartbeat = Heartbeat(self.flow.source, self.flow.target, now_ms)
+        self.pending += 1
+        self.producer.produce(
+            self.run.topic,
+            key=heartbeat.key_bytes(),
+            value=heartbeat.value_bytes(),
+            partition=0,
+            timestamp=now_ms,
+            on_delivery=self._delivered,
+        )
+        self.producer.poll(0)
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        self.pending -= 1
+        if error is not None:
+            self.run.failed += 1
+            reason = f"{error.name()}: {error.str()}"
+            if reason not in self.run.errors:
+                self.run.errors.append(reason)
+            return
+        timestamp = message.timestamp()[1]
+        self.run.emitted += 1
+        self.run.first_ms = timestamp if self.run.first_ms is None else min(self.run.first_ms, timestamp)
+        self.run.last_ms = timestamp if self.run.last_ms is None else max(self.run.last_ms, timestamp)
+
+    def finish(self) -> HeartbeatRun:
+        self.producer.flush(FLUSH_TIMEOUT_S)
+        if self.pending:
+            self.run.failed += self.pending
+            self.run.errors.append(
+                f"{self.pending} heartbeat(s) not acknowledged by {self.flow.target} within {FLUSH_TIMEOUT_S:.0f} s"
+            )
+            self.producer.purge()
+        return self.run
+
+
+def emit_heartbeats(
+    flows: Sequence[FlowConfig],
+    *,
+    duration_s: float = 0.0,
+    connection_extra: ConnectionExtra | None = None,
+) -> list[HeartbeatRun]:
+    """Emit each flow's heartbeats for `duration_s` (0: one heartbeat each) and return what was written.
+
+    Creates the heartbeats topic on each target first (compacted, one partition,
+    heartbeats.topic.replication.factor), as MirrorHeartbeatConnector does. Raises
+    HeartbeatError after the window if any heartbeat was not acknowledged.
+    """
+    emitters = [_Emitter(flow, FlowClients.resolve(flow, connection_extra)) for flow in flows]
+    schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
+    start = time.monotonic()
+    for offset, index in schedule:
+        delay = start + offset - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        emitters[index].emit(int(time.time() * 1000))
+    runs = [emitter.finish() for emitter in emitters]
+    for run in runs:
+        log.info("%s: %d heartbeat(s) written to %s on %s", run.flow, run.emitted, run.topic, run.cluster)
+    failed = [run for run in runs if run.errors]
+    if failed:
+        raise HeartbeatError(
+            "heartbeats failed:\n"
+            + "\n".join(
+                f"  {run.flow}: {run.failed} of {run.failed + run.emitted} heartbeat(s) to {run.topic} on "
+                f"{run.cluster} failed: {'; '.join(run.errors)}"
+                for run in failed
+            )
+        )
+    return runs

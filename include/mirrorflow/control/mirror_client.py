@@ -1,0 +1,399 @@
+"""MM2's MirrorClient for mirrorflow, and the replication status built on it.
+
+MirrorClient (connect/mirror-client) looks at ONE cluster and reads replication paths from topic
+names alone: every heartbeat topic (`heartbeats`, `A.heartbeats`, `B.A.heartbeats`, ...) names
+the chain of clusters its heartbeats travelled through, so the upstream clusters and the hops to
+each follow from a topic listing and the cluster's replication policy. The functions here give
+the same answers as MirrorClient's heartbeatTopics, checkpointTopics, upstreamClusters,
+replicationHops and remoteTopics (cycle guards included), so monitoring built for MM2 agrees with
+`mirrorflow status`. Consumer offset translation lives with the checkpoints (control.translate).
+
+`mirror_status` adds what MirrorClient does not: how old the newest heartbeat from each upstream
+cluster is (an upper bound on that path's replication lag), which heartbeat jobs write into each
+cluster, and each flow's last run summary from the run-records topic. The status page reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.config import MirrorConfig
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.config.layers import cluster_settings
+from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader
+from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
+from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
+from mirrorflow.replicate.runs import RUNS_TOPIC
+
+log = logging.getLogger("mirrorflow.status")
+
+TIMEOUT_S = 15.0
+POLICY_CLASS_KEY = "replication.policy.class"
+SUMMARY_KIND = "summary"
+FIRST_SCAN = 64  # run records read back from the end before widening the search
+STATUS_FETCH_WAIT_MS = 20
+
+
+def count_hops(policy: ReplicationPolicy, topic: str, alias: str) -> int:
+    """Hops from `alias` to this cluster along `topic`'s name (`B.A.heartbeats`, A -> 2), or -1.
+
+    A source seen twice means a policy that cannot tell cycles apart (identity naming): -1.
+    """
+    hops = 0
+    visited: set[str] = set()
+    while True:
+        hops += 1
+        source = policy.topic_source(topic)
+        if source is None:
+            return -1
+        if source == alias:
+            return hops
+        if source in visited:
+            return -1
+        visited.add(source)
+        upstream = policy.upstream_topic(topic)
+        if upstream is None:
+            return -1
+        topic = upstream
+
+
+def all_sources(policy: ReplicationPolicy, topic: str) -> list[str]:
+    """Every cluster on `topic`'s chain, nearest first (`B.A.heartbeats` -> [B, A])."""
+    sources: list[str] = []
+    source = policy.topic_source(topic)
+    while source is not None and source not in sources:
+        sources.append(source)
+        upstream = policy.upstream_topic(topic)
+        if upstream is None:
+            break
+        topic = upstream
+        source = policy.topic_source(topic)
+    return sources
+
+
+@dataclass(frozen=True)
+class ReplicationView:
+    """MirrorClient's answers for one listing of one cluster's topics."""
+
+    policy: ReplicationPolicy
+    topics: frozenset[str]
+
+    def heartbeat_topics(self) -> set[str]:
+        return {t for t in self.topics if self.policy.is_heartbeats_topic(t)}
+
+    def checkpoint_topics(self) -> set[str]:
+        return {t for t in self.topics if self.policy.is_checkpoints_topic(t)}
+
+    def upstream_clusters(self) -> set[str]:
+        return {alias for t in self.heartbeat_topics() for alias in all_sources(self.policy, t)}
+
+    def replication_hops(self, alias: str) -> int:
+        """Fewest hops from `alias` over all heartbeat topics; -1 if no heartbeat came from it."""
+        hops = [h for t in self.heartbeat_topics() if (h := count_hops(self.policy, t, alias)) != -1]
+        return min(hops, default=-1)
+
+    def remote_topics(self, source: str | None = None) -> set[str]:
+        """Non-internal topics with a source cluster (only those directly from `source`, if given)."""
+        remote = {
+            t
+            for t in self.topics
+            if not self.policy.is_internal_topic(t) and self.policy.topic_source(t) is not None
+        }
+        return remote if source is None else {t for t in remote if self.policy.topic_source(t) == source}
+
+
+def cluster_policy(config: MirrorConfig, alias: str) -> ReplicationPolicy:
+    """The policy MirrorClient uses for a cluster: top-level settings, then `<alias>.*` ones."""
+    values = {key: setting.value for key, setting in config.settings.items()}
+    values.update({key: setting.value for key, setting in cluster_settings(config.settings, alias).items()})
+    return load_replication_policy(values.get(POLICY_CLASS_KEY, DEFAULT_POLICY_CLASS), values)
+
+
+def cluster_client_configs(
+    config: MirrorConfig, alias: str, *, connection_extra: ConnectionExtra | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(admin, consumer) librdkafka configs for cluster `alias`, its Airflow connection merged in.
+
+    They are the target-side clients of a flow into `alias`, which carry exactly the cluster's
+    bootstrap, security and client settings.
+    """
+    others = [other for other in config.clusters if other != alias]
+    if not others:
+        raise ValueError(
+            f"cluster {alias!r} is the only one in clusters; status needs at least two clusters to compare"
+        )
+    flow = next((f for f in config.flows if f.target == alias), None) or config.flow(others[0], alias)
+    admin = flow.client_config("target", "admin", role="status-admin", connection_extra=connection_extra)
+    consumer = flow.client_config(
+        "target", "consumer", role="status-consumer", connection_extra=connection_extra
+    )
+    return admin, consumer
+
+
+class MirrorClient:
+    """MirrorClient on one cluster: each call lists the cluster's topics afresh, as MM2's does."""
+
+    def __init__(
+        self,
+        admin_config: dict[str, Any],
+        policy: ReplicationPolicy,
+        *,
+        consumer_config: dict[str, Any] | None = None,
+        timeout_s: float = TIMEOUT_S,
+    ) -> None:
+        self.policy = policy
+        self.consumer_config = consumer_config if consumer_config is not None else admin_config
+        self.timeout_s = timeout_s
+        self._admin = admin_client(admin_config)
+
+    def __repr__(self) -> str:
+        return f"MirrorClient(policy={self.policy!r})"
+
+    @classmethod
+    def for_cluster(
+        cls,
+        config: MirrorConfig,
+        alias: str,
+        *,
+        connection_extra: ConnectionExtra | None = None,
+        timeout_s: float = TIMEOUT_S,
+    ) -> MirrorClient:
+        admin, consumer = cluster_client_configs(config, alias, connection_extra=connection_extra)
+        return cls(admin, cluster_policy(config, alias), consumer_config=consumer, timeout_s=timeout_s)
+
+    def list_topics(self) -> dict[str, int]:
+        """Topic -> partition count (topics the broker reports with an error are left out)."""
+        metadata = self._admin.list_topics(timeout=self.timeout_s).topics
+        return {name: len(meta.partitions) for name, meta in metadata.items() if meta.error is None}
+
+    def view(self) -> ReplicationView:
+        return ReplicationView(self.policy, frozenset(self.list_topics()))
+
+    def heartbeat_topics(self) -> set[str]:
+        return self.view().heartbeat_topics()
+
+    def checkpoint_topics(self) -> set[str]:
+        return self.view().checkpoint_topics()
+
+    def upstream_clusters(self) -> set[str]:
+        return self.view().upstream_clusters()
+
+    def replication_hops(self, alias: str) -> int:
+        return self.view().replication_hops(alias)
+
+    def remote_topics(self, source: str | None = None) -> set[str]:
+        return self.view().remote_topics(source)
+
+    def latest_heartbeats(self, topics: dict[str, int]) -> dict[str, dict[tuple[str, str], int]]:
+        """Per heartbeat topic (name -> partitions), (source alias, target alias) -> newest
+        timestamp. Records that are not heartbeats are skipped, as MM2's readers skip them."""
+        parts = [(topic, p) for topic, count in topics.items() for p in range(count)]
+        # Up to the last stable offset: a replicated heartbeat topic may have a copy in flight.
+        ends = list_offsets(self._admin, parts, OffsetSpec.latest())
+        latest: dict[str, dict[tuple[str, str], int]] = {topic: {} for topic in topics}
+        for message in read_ranges(
+            self.consumer_config, {tp: (0, end) for tp, end in ends.items()}, self.timeout_s
+        ):
+            try:
+                beat = Heartbeat.decode(message.key(), message.value())
+            except Mm2FormatError:
+                continue
+            newest = latest[message.topic()]
+            key = (beat.source_alias, beat.target_alias)
+            newest[key] = max(newest.get(key, beat.timestamp_ms), beat.timestamp_ms)
+        return latest
+
+
+def read_ranges(
+    consumer_config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], idle_timeout_s: float
+) -> Iterator[Message]:
+    """Records of several partitions, each from its start up to its end (exclusive), with one
+    consumer: status reads many tiny topics, and a consumer per partition costs a fetch wait each."""
+    pending = {tp for tp, (start, end) in ranges.items() if start < end}
+    if not pending:
+        return
+    # The reads are short and end at known offsets: an empty fetch held for the default 500 ms
+    # would only delay the end-of-partition signal.
+    consumer = reader({**consumer_config, "fetch.wait.max.ms": STATUS_FETCH_WAIT_MS})
+    try:
+        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
+        last_seen = time.monotonic()
+        while pending:
+            message = consumer.poll(0.2)
+            if message is None:
+                if time.monotonic() - last_seen > idle_timeout_s:
+                    names = ", ".join(f"{t}-{p}" for t, p in sorted(pending))
+                    raise KafkaCallError(f"{names} stopped before the offsets to read up to")
+                continue
+            last_seen = time.monotonic()
+            tp = (message.topic(), message.partition())
+            error = message.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(error)
+            end = ranges[tp][1]
+            if error is None and message.offset() < end:
+                yield message
+            if message.offset() + (0 if error is not None else 1) >= end:
+                pending.discard(tp)
+    finally:
+        consumer.close()
+
+
+@dataclass
+class UpstreamStatus:
+    """An upstream cluster as this cluster's heartbeat topics show it."""
+
+    alias: str
+    hops: int
+    last_heartbeat_ms: int | None
+    age_s: float | None
+    via: str | None  # the heartbeat topic holding the newest heartbeat from it
+
+
+@dataclass
+class ClusterStatus:
+    alias: str
+    policy: str
+    heartbeat_topics: list[str] = field(default_factory=list)
+    checkpoint_topics: list[str] = field(default_factory=list)
+    remote_topics: dict[str, list[str]] = field(default_factory=dict)  # direct source -> topics
+    upstreams: list[UpstreamStatus] = field(default_factory=list)
+    # heartbeat jobs writing into this cluster's own `heartbeats`: "S->alias" -> newest timestamp
+    heartbeat_jobs: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class FlowStatus:
+    flow: str
+    last_run: dict[str, Any] | None = None
+    last_run_ms: int | None = None  # when the summary was written
+    error: str | None = None
+
+
+@dataclass
+class MirrorStatus:
+    generated_ms: int
+    clusters: list[ClusterStatus]
+    flows: list[FlowStatus]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def cluster(self, alias: str) -> ClusterStatus:
+        return next(c for c in self.clusters if c.alias == alias)
+
+    def flow(self, name: str) -> FlowStatus:
+        return next(f for f in self.flows if f.flow == name)
+
+
+def _age(now_ms: int, timestamp_ms: int | None) -> float | None:
+    return None if timestamp_ms is None else round(max(0, now_ms - timestamp_ms) / 1000, 3)
+
+
+def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStatus:
+    """One cluster's MirrorClient answers plus the freshness of every heartbeat topic."""
+    status = ClusterStatus(alias=alias, policy=type(client.policy).__name__)
+    topics = client.list_topics()
+    view = ReplicationView(client.policy, frozenset(topics))
+    heartbeat_topics = sorted(view.heartbeat_topics())
+    status.heartbeat_topics = heartbeat_topics
+    status.checkpoint_topics = sorted(view.checkpoint_topics())
+    for topic in sorted(view.remote_topics()):
+        status.remote_topics.setdefault(str(client.policy.topic_source(topic)), []).append(topic)
+    newest = client.latest_heartbeats({topic: topics[topic] for topic in heartbeat_topics})
+    for topic, beats in newest.items():
+        if client.policy.topic_source(topic) is None:
+            status.heartbeat_jobs.update({f"{s}->{t}": ts for (s, t), ts in sorted(beats.items())})
+    for upstream in sorted(view.upstream_clusters()):
+        carriers = [t for t in heartbeat_topics if count_hops(client.policy, t, upstream) != -1]
+        stamped = [(max(newest[t].values()), t) for t in carriers if newest[t]]
+        last_ms, via = max(stamped) if stamped else (None, None)
+        status.upstreams.append(
+            UpstreamStatus(upstream, view.replication_hops(upstream), last_ms, _age(now_ms, last_ms), via)
+        )
+    return status
+
+
+def last_run_summary(
+    consumer_config: dict[str, Any], flow: str, *, timeout_s: float = TIMEOUT_S
+) -> tuple[dict[str, Any], int] | None:
+    """The newest run summary of `flow` in the run-records topic and when it was written, or None.
+
+    The topic keeps a month of plans and reports, so it is read backwards from its end in
+    widening windows instead of from the beginning.
+    """
+    consumer = reader(consumer_config)
+    try:
+        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
+        if meta is None or meta.error is not None:
+            return None
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(RUNS_TOPIC, 0), timeout=timeout_s, cached=False
+        )
+    finally:
+        consumer.close()
+    window = FIRST_SCAN
+    end = high
+    while end > low:
+        start = max(low, end - window)
+        found = None
+        for message in read_ranges(consumer_config, {(RUNS_TOPIC, 0): (start, end)}, timeout_s):
+            name, _, kind = message.key().decode().split("|", 2)
+            if name == flow and kind == SUMMARY_KIND:
+                found = (json.loads(message.value()), message.timestamp()[1])
+        if found is not None:
+            return found
+        end = start
+        window *= 4
+    return None
+
+
+def mirror_status(
+    config: MirrorConfig,
+    *,
+    connection_extra: ConnectionExtra | None = None,
+    timeout_s: float = TIMEOUT_S,
+    clusters: Iterable[str] | None = None,
+) -> MirrorStatus:
+    """Every cluster's (or the named ones') replication paths and every replication flow's last run.
+
+    A cluster that cannot be reached gets an `error` instead of failing the whole status.
+    """
+    now_ms = int(time.time() * 1000)
+    wanted = list(clusters) if clusters is not None else list(config.clusters)
+    cluster_rows = []
+    for alias in wanted:
+        try:
+            client = MirrorClient.for_cluster(
+                config, alias, connection_extra=connection_extra, timeout_s=timeout_s
+            )
+            cluster_rows.append(cluster_status(client, alias, now_ms))
+        except (KafkaException, KafkaCallError) as exc:
+            log.warning("status of %s: %s", alias, exc)
+            policy = type(cluster_policy(config, alias)).__name__
+            cluster_rows.append(ClusterStatus(alias=alias, policy=policy, error=str(exc)))
+    flow_rows = []
+    for flow in config.replication_flows:
+        if clusters is not None and flow.target not in wanted:
+            continue
+        row = FlowStatus(flow.name)
+        try:
+            consumer = flow.client_config(
+                "target", "consumer", role="status-consumer", connection_extra=connection_extra
+            )
+            found = last_run_summary(consumer, flow.name, timeout_s=timeout_s)
+            if found is not None:
+                row.last_run, row.last_run_ms = found
+        except (KafkaException, KafkaCallError) as exc:
+            row.error = str(exc)
+        flow_rows.append(row)
+    return MirrorStatus(now_ms, cluster_rows, flow_rows)

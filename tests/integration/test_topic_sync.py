@@ -1,0 +1,244 @@
+"""Topic, partition, config and ACL sync against real devbrokers, with MM2's rules."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from mirrorflow.cli import main
+from mirrorflow.control.topic_sync import (
+    ANY_TOPIC_ACL,
+    TopicSyncFailed,
+    run_refresh_topics,
+    run_sync_topic_acls,
+    run_sync_topic_configs,
+)
+
+from ..conftest import Cluster
+from .kafkatools import create_topics
+from .mirror_setup import mm2_config, mm2_text
+
+
+def admin(cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def configs(cluster, topic: str) -> dict[str, tuple[str, str]]:
+    """name -> (value, source) of a topic's configs as the broker describes them."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    client = admin(cluster)
+    entries = client.describe_configs([resource])[resource].result()
+    return {name: (e.value, ConfigSource(e.source).name) for name, e in entries.items()}
+
+
+def overrides(cluster, topic: str) -> dict[str, str]:
+    return {k: v for k, (v, source) in configs(cluster, topic).items() if source == "DYNAMIC_TOPIC_CONFIG"}
+
+
+def partition_counts(cluster) -> dict[str, int]:
+    topics = admin(cluster).list_topics(timeout=10).topics
+    return {name: len(meta.partitions) for name, meta in topics.items()}
+
+
+def test_refresh_creates_new_topics_and_grows_partitions(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    config = mm2_config([a, b], ["A->B"])
+    flow = config.flow("A", "B")
+    create_topics(
+        a.bootstrap,
+        ("orders", 2, {"retention.ms": "1234567", "min.insync.replicas": "1"}),
+        ("app.internal", 1),
+        ("__private", 1),
+    )
+    first = run_refresh_topics(flow)
+    assert first["created"] == ["A.orders"] and first["errors"] == {}
+    assert partition_counts(b)["A.orders"] == 2
+    # Only the source's non-default, non-excluded configs go along (min.insync.replicas is excluded).
+    assert overrides(b, "A.orders") == {"retention.ms": "1234567"}
+    assert "A.app.internal" not in partition_counts(b) and "A.__private" not in partition_counts(b)
+
+    create_topics(a.bootstrap, ("payments", 3))
+    source_admin = admin(a)
+    source_admin.create_partitions([NewPartitions("orders", 5)])["orders"].result()
+    second = run_refresh_topics(flow)
+    assert second["created"] == ["A.payments"]
+    assert second["grown"] == {"A.orders": [2, 5]}
+    assert partition_counts(b)["A.orders"] == 5 and partition_counts(b)["A.payments"] == 3
+
+    third = run_refresh_topics(flow)
+    assert (third["created"], third["grown"]) == ([], {})
+
+
+def test_refresh_never_shrinks_a_larger_remote_topic(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 2))
+    create_topics(b.bootstrap, ("A.orders", 4))
+    result = run_refresh_topics(mm2_config([a, b], ["A->B"]).flow("A", "B"))
+    assert (result["created"], result["grown"], result["errors"]) == ([], {}, {})
+    assert partition_counts(b)["A.orders"] == 4
+
+
+def test_refresh_reports_topics_it_cannot_create(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 1))
+    flow = mm2_config([a, b], ["A->B"], "A->B.replication.factor = 3\n").flow("A", "B")
+    with pytest.raises(TopicSyncFailed) as failed:
+        run_refresh_topics(flow)
+    assert "replication.factor is 3" in str(failed.value)
+    assert failed.value.result["errors"].keys() == {"orders"}
+
+
+@pytest.fixture
+def config_pair(devbroker_factory):
+    """A source whose broker sets retention.ms statically, and a plain target."""
+    source = devbroker_factory(overrides={"log.retention.ms": "5000"})
+    target = devbroker_factory()
+    return Cluster("A", source.bootstrap, source), Cluster("B", target.bootstrap, target)
+
+
+@pytest.mark.devbroker_only  # the source broker is started with a static retention.ms
+def test_config_sync_sets_non_defaults_deletes_defaults_and_leaves_the_rest(config_pair) -> None:
+    a, b = config_pair
+    create_topics(a.bootstrap, ("orders", 1, {"cleanup.policy": "compact", "max.message.bytes": "2000000"}))
+    create_topics(
+        b.bootstrap,
+        (
+            "A.orders",
+            1,
+            {
+                "max.message.bytes": "5000",  # differs from the source: SET back
+                "segment.ms": "999999",  # default on the source: DELETE (the target default applies)
+                "message.timestamp.type": "LogAppendTime",  # excluded key: target-only, untouched
+                "retention.ms": "777",  # static broker config on the source: never synced
+            },
+        ),
+    )
+    flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
+    result = run_sync_topic_configs(flow)
+    ops = result["topics"]["A.orders"]
+    assert ops["set"] == {"cleanup.policy": "compact", "max.message.bytes": "2000000"}
+    assert "segment.ms" in ops["deleted"] and "retention.ms" not in ops["deleted"]
+    assert "message.timestamp.type" not in ops["deleted"] and "message.timestamp.type" not in ops["set"]
+    assert overrides(b, "A.orders") == {
+        "cleanup.policy": "compact",
+        "max.message.bytes": "2000000",
+        "message.timestamp.type": "LogAppendTime",
+        "retention.ms": "777",
+    }
+    assert configs(b, "A.orders")["segment.ms"][1] == "DEFAULT_CONFIG"
+
+
+def test_config_sync_with_defaults_from_the_source_sets_them(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 1))
+    create_topics(b.bootstrap, ("A.orders", 1, {"segment.ms": "999999"}))
+    flow = mm2_config([a, b], ["A->B"], "A->B.use.defaults.from = source\n").flow("A", "B")
+    run_sync_topic_configs(flow)
+    source_default = configs(a, "orders")["segment.ms"][0]
+    assert configs(b, "A.orders")["segment.ms"] == (source_default, "DYNAMIC_TOPIC_CONFIG")
+
+
+def test_config_sync_only_touches_remote_topics_that_exist(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 1, {"retention.ms": "1234"}), ("payments", 1))
+    result = run_sync_topic_configs(mm2_config([a, b], ["A->B"]).flow("A", "B"))
+    assert result["topics"] == {} and "A.orders" not in partition_counts(b)
+
+
+def acl(name, operation, permission="ALLOW", pattern="LITERAL", principal="User:alice", restype="TOPIC"):
+    return AclBinding(
+        ResourceType[restype],
+        name,
+        ResourcePatternType[pattern],
+        principal,
+        "*",
+        AclOperation[operation],
+        AclPermissionType[permission],
+    )
+
+
+def create_acls(cluster, *bindings: AclBinding) -> None:
+    client = admin(cluster)
+    for future in client.create_acls(list(bindings)).values():
+        future.result()
+
+
+def target_acls(cluster) -> set[AclBinding]:
+    client = admin(cluster)
+    return set(client.describe_acls(ANY_TOPIC_ACL).result())
+
+
+@pytest.mark.devbroker_only  # stores ACLs without an authorizer to configure
+def test_acl_sync_maps_literal_topic_acls_and_never_deletes(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
+    create_acls(
+        a,
+        acl("orders", "READ"),
+        acl("orders", "WRITE"),  # dropped: only replication writes remote topics
+        acl("orders", "ALL", principal="User:bob"),  # becomes READ
+        acl("orders", "WRITE", "DENY", principal="User:eve"),  # copied as is
+        acl("*", "DESCRIBE", principal="User:ops"),  # literal wildcard: A.*
+        acl("ord", "READ", pattern="PREFIXED"),  # prefixed: ignored
+        acl("cache.internal", "READ"),  # not replicated: ignored
+        acl("g1", "READ", restype="GROUP"),  # not a topic ACL
+    )
+    create_acls(b, acl("A.orders", "READ", principal="User:target-only"))
+    flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
+    result = run_sync_topic_acls(flow)
+    expected = {
+        acl("A.orders", "READ"),
+        acl("A.orders", "READ", principal="User:bob"),
+        acl("A.orders", "WRITE", "DENY", principal="User:eve"),
+        acl("A.*", "DESCRIBE", principal="User:ops"),
+    }
+    assert result["skipped"] is None and result["errors"] == {}
+    assert len(result["synced"]) == 4
+    assert target_acls(b) == expected | {acl("A.orders", "READ", principal="User:target-only")}
+
+    # Removing an ACL on the source never removes it on the target.
+    source_admin = admin(a)
+    for future in source_admin.delete_acls([ANY_TOPIC_ACL]).values():
+        future.result()
+    again = run_sync_topic_acls(flow)
+    assert again["synced"] == []
+    assert target_acls(b) == expected | {acl("A.orders", "READ", principal="User:target-only")}
+
+
+def test_cli_runs_a_job_for_the_named_flow_and_explains_bad_choices(kafka_clusters, tmp_path) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 1))
+    path = tmp_path / "mm2.properties"
+    path.write_text(mm2_text([a, b], ["A->B"], "A->B.sync.topic.acls.enabled = false\n"))
+    runner = CliRunner()
+
+    done = runner.invoke(main, ["refresh-topics", str(path), "--flow", "A->B"])
+    assert done.exit_code == 0, done.output
+    assert "A.orders" in done.output and "created" in done.output
+
+    configs_run = runner.invoke(main, ["sync-topic-configs", str(path)])
+    assert configs_run.exit_code == 0, configs_run.output
+    assert "A.orders" in configs_run.output
+
+    off = runner.invoke(main, ["sync-topic-acls", str(path), "--flow", "A->B"])
+    assert off.exit_code == 2
+    assert "sync.topic.acls.enabled" in off.output
+    nothing = runner.invoke(main, ["sync-topic-acls", str(path)])
+    assert nothing.exit_code == 0 and "No replication flow has sync_topic_acls on" in nothing.output
+
+    bad = runner.invoke(main, ["refresh-topics", str(path), "--flow", "A-B"])
+    assert bad.exit_code == 2 and "SOURCE->TARGET" in bad.output
+
+    # B->A exists only for heartbeats: it replicates nothing, so it has no topic jobs.
+    reverse = runner.invoke(main, ["refresh-topics", str(path), "--flow", "B->A"])
+    assert reverse.exit_code == 2 and "refresh_topics is off for B->A" in reverse.output

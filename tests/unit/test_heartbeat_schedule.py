@@ -1,0 +1,47 @@
+"""How a heartbeat DAG spreads MM2's emit interval over Airflow runs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from mirrorflow.control.heartbeats import heartbeat_period, heartbeat_schedule, heartbeat_window
+
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("interval_s", "period_s"),
+    [(1, 60), (7, 63), (45, 90), (60, 60), (300, 300), (0, 60), (0.25, 60)],
+)
+def test_period_is_a_whole_number_of_intervals_of_at_least_a_minute(interval_s, period_s) -> None:
+    assert heartbeat_period(timedelta(seconds=interval_s)) == timedelta(seconds=period_s)
+
+
+def test_window_ends_one_interval_before_the_next_run() -> None:
+    interval = timedelta(seconds=1)
+    assert heartbeat_window(interval, T0, T0) == 59.0
+    # A run that starts late keeps the next run's slot: it emits for less.
+    assert heartbeat_window(interval, T0, T0 + timedelta(seconds=4)) == 55.0
+    # A run so late that its slot is over still emits its single immediate heartbeat.
+    assert heartbeat_window(interval, T0, T0 + timedelta(minutes=5)) == 0.0
+
+
+def test_an_interval_of_a_minute_or_more_emits_once_per_run() -> None:
+    assert heartbeat_window(timedelta(minutes=10), T0, T0) == 0.0
+    assert heartbeat_schedule([600.0], 0.0) == [(0.0, 0)]
+
+
+def test_schedule_sends_at_start_and_every_interval_within_the_window() -> None:
+    assert heartbeat_schedule([1.0], 3.0) == [(0.0, 0), (1.0, 0), (2.0, 0), (3.0, 0)]
+    assert heartbeat_schedule([1.0], 2.5) == [(0.0, 0), (1.0, 0), (2.0, 0)]
+
+
+def test_schedule_merges_emitters_with_their_own_intervals_in_time_order() -> None:
+    schedule = heartbeat_schedule([2.0, 3.0], 6.0)
+    assert schedule == [(0.0, 0), (0.0, 1), (2.0, 0), (3.0, 1), (4.0, 0), (6.0, 0), (6.0, 1)]
+
+
+def test_interval_zero_is_capped_at_ten_heartbeats_a_second() -> None:
+    assert len(heartbeat_schedule([0.0], 1.0)) == 11
