@@ -1,0 +1,647 @@
+"""`mirrorflow replicate` and `mirrorflow migrate`: one run of a flow from a terminal.
+
+A CLI run takes the DAG's steps (the plan and the report are stored in the run-records topic,
+the summary next to them), so it shows up wherever a DAG run does and shares the flow's
+progress: a CLI run and a scheduled run never copy the same offsets twice. Only the copy
+differs: local worker processes (at most tasks.max) instead of a Spark job. A worker reports back
+only when its whole share of partitions is done, so the progress bar follows the flow's progress
+topic instead, which moves with every committed chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from confluent_kafka import KafkaError, KafkaException
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
+from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
+from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate.copy import CopyJob, UnitResult
+from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.progress import ProgressReadError, read_progress
+from mirrorflow.replicate.topics import InternalTopicError
+
+MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
+POLL_INTERVAL_S = 0.5
+POLL_READ_TIMEOUT_S = 10.0
+TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
+
+UnitKey = tuple[str, int]
+_PLAN_ERRORS = (
+    KafkaException,
+    KafkaCallError,
+    InternalTopicError,
+    ProgressReadError,
+    runs.RunRecordMissing,
+)
+
+
+def cli_run_id(now: datetime | None = None) -> str:
+    """`cli__<UTC time>`, shaped like Airflow's `manual__<time>` so run lists sort together."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"cli__{moment.isoformat(timespec='microseconds')}"
+
+
+# -- option parsing -------------------------------------------------------------------------
+
+
+def _parse_flow(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, str]:
+    source, arrow, target = value.partition("->")
+    if not arrow or not source.strip() or not target.strip():
+        raise click.BadParameter(
+            f"{value!r} is not a flow; write SOURCE->TARGET, for example primary->backup"
+        )
+    return source.strip(), target.strip()
+
+
+def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise click.BadParameter(
+            f"{value!r} is not a regular expression ({exc}); it must match whole topic names, e.g. 'orders|payments-.*'"
+        ) from exc
+    return value
+
+
+def _parse_until(_ctx: click.Context, _param: click.Parameter, value: str) -> int | None:
+    try:
+        return service.parse_until(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+# -- config and clusters --------------------------------------------------------------------
+
+
+def _config_failure(err: Console, where: str, problems: list[Problem]) -> click.ClickException:
+    errors = [p for p in problems if p.is_error]
+    for problem in errors:
+        err.print(f"  [red]error[/red] {escape(problem.key)}: {escape(problem.message)}", highlight=False)
+        err.print(f"        fix: {escape(problem.fix)}", highlight=False)
+    return click.ClickException(
+        f"{where}: {len(errors)} configuration error(s); `mirrorflow validate` shows them all"
+    )
+
+
+def _load_flow(
+    err: Console, config_file: Path, source: str, target: str, *, require_enabled: bool
+) -> tuple[MirrorConfig, FlowConfig]:
+    try:
+        config = load_config(str(config_file))
+    except ConfigError as exc:
+        raise _config_failure(err, str(config_file), exc.problems) from exc
+    for alias in (source, target):
+        if alias not in config.clusters:
+            raise click.BadParameter(
+                f"{alias!r} is not a cluster of {config_file} (clusters = {', '.join(config.clusters)})",
+                param_hint="'--flow'",
+            )
+    if source == target:
+        raise click.BadParameter(
+            f"{source}->{target} copies a cluster onto itself; name two clusters", param_hint="'--flow'"
+        )
+    try:
+        flow = config.flow(source, target)
+    except ConfigError as exc:
+        raise _config_failure(err, f"{config_file} ({source}->{target})", exc.problems) from exc
+    if require_enabled and not config.replication_enabled(source, target):
+        raise click.ClickException(
+            f"{source}->{target} is not enabled in {config_file}: set {source}->{target}.enabled = true, "
+            f"or copy once with `mirrorflow migrate {config_file} --flow {source}->{target}`"
+        )
+    return config, flow
+
+
+def _resolve_clients(err: Console, flow: FlowConfig) -> FlowClients:
+    try:
+        return FlowClients.resolve(flow)
+    except ConfigError as exc:
+        raise _config_failure(err, flow.name, exc.problems) from exc
+
+
+def _describe_kafka_error(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    if isinstance(error, KafkaError):
+        return f"{error.name()}: {error.str()}"
+    return str(exc)
+
+
+def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float) -> None:
+    """Fail early, naming the cluster and its bootstrap servers, if either side does not answer.
+
+    Only the address is shown: it comes from the client config, never the credentials next to it.
+    """
+    for side, alias in (("source", flow.source), ("target", flow.target)):
+        config = clients.admin(side)
+        # librdkafka would also print every failed connection attempt to stderr; the error
+        # below says the same once.
+        admin = admin_client({**config, "log_level": 0})
+        try:
+            admin.list_topics(timeout=timeout_s)
+        except KafkaException as exc:
+            bootstrap = config.get("bootstrap.servers", "(no bootstrap.servers)")
+            raise click.ClickException(
+                f"cluster {alias} ({side} of {flow.name}) at {bootstrap} did not answer within "
+                f"{timeout_s:g}s ({_describe_kafka_error(exc)}); check {alias}.bootstrap.servers "
+                "and that the cluster is up and reachable from here"
+            ) from exc
+
+
+# -- progress while copying -----------------------------------------------------------------
+
+
+class ForkGuard:
+    """Keeps os.fork out of the moments when the watcher thread is inside librdkafka.
+
+    The copy's worker processes are forked (ProcessPoolExecutor's default on Linux). A fork taken
+    while another thread holds one of librdkafka's internal locks leaves the child's copy of that
+    lock held for good, and the child's own clients would hang on it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._installed = False
+
+    def install(self) -> None:
+        if not self._installed:
+            os.register_at_fork(
+                before=self._lock.acquire,
+                after_in_parent=self._lock.release,
+                after_in_child=self._lock.release,
+            )
+            self._installed = True
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+
+FORK_GUARD = ForkGuard()
+
+
+class ProgressWatcher(threading.Thread):
+    """Reads the progress of the run's partitions from the target while the workers copy."""
+
+    def __init__(
+        self,
+        consumer_config: Mapping[str, Any],
+        progress_topic: str,
+        source_alias: str,
+        keys: list[UnitKey],
+        on_progress: Callable[[dict[UnitKey, int]], None],
+    ) -> None:
+        super().__init__(name="mirrorflow-progress-watcher", daemon=True)
+        self._read = lambda: read_progress(
+            consumer_config, progress_topic, source_alias, only=keys, timeout_s=POLL_READ_TIMEOUT_S
+        )
+        self._on_progress = on_progress
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(POLL_INTERVAL_S):
+            try:
+                with FORK_GUARD.holding():
+                    stored = self._read()
+            except (ProgressReadError, KafkaException):
+                continue  # only the bar waits; the workers' results are what count
+            self._on_progress(stored)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(POLL_READ_TIMEOUT_S + 5)
+
+
+class CopyProgress:
+    """Offsets done per partition, shown per topic and in total, with partitions completed."""
+
+    def __init__(self, progress: Progress, plan: Plan) -> None:
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._units: dict[UnitKey, PartitionSpan] = {(s.topic, s.partition): s for s in plan.units()}
+        self._done = dict.fromkeys(self._units, 0)
+        self._complete: set[UnitKey] = set()
+        self._failed: set[UnitKey] = set()
+        self._by_topic: dict[str, list[UnitKey]] = {}
+        for key in self._units:
+            self._by_topic.setdefault(key[0], []).append(key)
+        self._total = progress.add_task(
+            "all topics", total=sum(s.pending for s in self._units.values()), partitions=""
+        )
+        self._rows: dict[str, TaskID] = {}
+        for topic in sorted(self._by_topic)[:TOPIC_ROWS]:
+            keys = self._by_topic[topic]
+            remote = self._units[keys[0]].remote_topic
+            self._rows[topic] = progress.add_task(
+                f"{topic} → {remote}", total=sum(self._units[k].pending for k in keys), partitions=""
+            )
+        self._render()
+
+    @property
+    def keys(self) -> list[UnitKey]:
+        return list(self._units)
+
+    def observed(self, stored: dict[UnitKey, int]) -> None:
+        """Progress read from the target: the last upstream offset committed per partition."""
+        with self._lock:
+            for key, span in self._units.items():
+                if key in stored:
+                    self._advance(key, span, stored[key])
+            self._render()
+
+    def finished(self, result: UnitResult) -> None:
+        key = (result.topic, result.partition)
+        with self._lock:
+            span = self._units[key]
+            self._advance(key, span, result.progress)
+            if result.ok:
+                self._failed.discard(key)
+            else:
+                self._failed.add(key)
+            self._render()
+
+    def _advance(self, key: UnitKey, span: PartitionSpan, progress: int) -> None:
+        done = min(span.pending, max(0, progress - span.start + 1))
+        self._done[key] = max(self._done[key], done)
+        if progress >= span.end - 1:
+            self._complete.add(key)
+
+    def _partitions(self, keys: list[UnitKey]) -> str:
+        text = f"{sum(k in self._complete for k in keys)}/{len(keys)} partitions"
+        failed = sum(k in self._failed for k in keys)
+        return text + (f", [red]{failed} failed[/red]" if failed else "")
+
+    def _render(self) -> None:
+        keys = list(self._units)
+        self._progress.update(
+            self._total, completed=sum(self._done.values()), partitions=self._partitions(keys)
+        )
+        for topic, task in self._rows.items():
+            topic_keys = self._by_topic[topic]
+            self._progress.update(
+                task,
+                completed=sum(self._done[k] for k in topic_keys),
+                partitions=self._partitions(topic_keys),
+            )
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} offsets"),
+        TextColumn("{task.fields[partitions]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+def copy_pass(
+    job: CopyJob, plan: Plan, on_result: Callable[[UnitResult], None] | None = None
+) -> list[UnitResult]:
+    """Copy every unit of `plan` in local workers; a unit whose worker died gets a failed result
+    (instead of the whole pass failing), so the report still names every partition."""
+    results: list[UnitResult] = []
+
+    def collect(result: UnitResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    try:
+        runner.run_locally(job, plan, on_result=collect)
+    except BrokenProcessPool as exc:
+        reported = {(r.topic, r.partition) for r in results}
+        for span in plan.units():
+            if (span.topic, span.partition) not in reported:
+                collect(
+                    UnitResult(
+                        span.topic,
+                        span.partition,
+                        span.remote_topic,
+                        span.start,
+                        span.end,
+                        error=f"the worker process copying it died ({exc})",
+                    )
+                )
+    return results
+
+
+def unfinished(plan: Plan, results: list[UnitResult]) -> Plan | None:
+    """The plan narrowed to the partitions that failed or stopped short, or None if all are done."""
+    left = {(r.topic, r.partition) for r in results if not r.ok or r.progress < r.planned_end - 1}
+    spans = tuple(s for s in plan.units() if (s.topic, s.partition) in left)
+    return dataclasses.replace(plan, spans=spans) if spans else None
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    planned: dict[str, Any]
+    plan: Plan
+    summary: dict[str, Any]
+    passes: int
+    failure: str | None = None
+
+
+def _stored_summary(clients: FlowClients, plan: Plan, plan_offset: int) -> dict[str, Any]:
+    summaries = runs.wait_for_run_records(
+        clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset
+    )
+    return summaries[-1]
+
+
+def run_flow(
+    console: Console,
+    config: MirrorConfig,
+    flow: FlowConfig,
+    clients: FlowClients,
+    *,
+    run_id: str,
+    mode: str,
+    passes: int,
+    until: int | None = None,
+    topics: str | None = None,
+    delivery: str | None = None,
+) -> RunOutcome:
+    """Plan, copy (up to `passes` times for what is left), store the reports and the summary."""
+    planned = service.plan_run(
+        config,
+        flow.source,
+        flow.target,
+        run_id=run_id,
+        mode=mode,
+        until=until,
+        topics=topics,
+        delivery=delivery,
+    )
+    plan_offset = planned["plan_offset"]
+    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+    print_plan(console, planned, plan)
+    job = runner.copy_job_for(flow, clients, plan)
+    pending: Plan | None = plan
+    done_passes = 0
+    if plan.units():
+        progress = progress_bar(console)
+        tracker = CopyProgress(progress, plan)
+        watcher = ProgressWatcher(
+            clients.target_consumer, flow.offset_storage_topic, flow.source, tracker.keys, tracker.observed
+        )
+        FORK_GUARD.install()
+        with progress:
+            watcher.start()
+            try:
+                while pending is not None and done_passes < passes:
+                    done_passes += 1
+                    started_ms = int(time.time() * 1000)
+                    results = copy_pass(job, pending, tracker.finished)
+                    runner.store_report(clients, plan, results, started_ms)
+                    pending = unfinished(pending, results)
+            finally:
+                watcher.stop()
+    else:
+        runner.store_report(clients, plan, [], int(time.time() * 1000))
+    try:
+        summary = service.report_run(
+            config,
+            flow.source,
+            flow.target,
+            run_id=run_id,
+            plan_offset=plan_offset,
+            topic_errors=planned["topic_errors"],
+        )
+    except service.RunFailed as exc:
+        return RunOutcome(planned, plan, _stored_summary(clients, plan, plan_offset), done_passes, str(exc))
+    return RunOutcome(planned, plan, summary, done_passes)
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
+    pending = sum(s.pending for s in plan.spans)
+    console.print(
+        f"[bold]{plan.mode}[/bold] {escape(plan.flow)} run [bold]{escape(plan.run_id)}[/bold] "
+        f"({plan.delivery}): {len(plan.summary())} topic(s), {len(plan.units())} partition(s) to copy, "
+        f"{pending:,} offset(s) planned",
+        highlight=False,
+    )
+    for remote in planned["created_topics"]:
+        console.print(f"  created {escape(remote)} on {escape(plan.target)}", highlight=False)
+    for remote, (before, after) in planned["grown_topics"].items():
+        console.print(f"  grew {escape(remote)} from {before} to {after} partitions", highlight=False)
+    for topic, row in sorted(plan.summary().items()):
+        if row["lost"]:
+            console.print(
+                f"  [yellow]{escape(topic)}: {row['lost']:,} offset(s) were deleted from the source "
+                "(retention or DeleteRecords) before they were copied; copying from the earliest offset[/yellow]",
+                highlight=False,
+            )
+    for topic, why in sorted(planned["topic_errors"].items()):
+        console.print(f"  [red]{escape(topic)} is not copied: {escape(why)}[/red]", highlight=False)
+    for partition in planned["rewound_partitions"]:
+        console.print(
+            f"  [yellow]{escape(partition)}: the source partition ends before what was already copied "
+            "(was the topic recreated?); copying it from its start[/yellow]",
+            highlight=False,
+        )
+    if not plan.spans:
+        console.print(
+            f"  nothing to copy: no topic of {escape(plan.source)} passes the flow's topic filter and cycle check",
+            highlight=False,
+        )
+    elif not plan.units():
+        console.print("  nothing to copy: every partition is caught up", highlight=False)
+
+
+def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
+    """One row per source topic of the plan, copied or not."""
+    table = Table(title=f"{plan.flow} {plan.mode} run {plan.run_id}")
+    for column in ("source topic", "remote topic", "partitions", "planned", "records", "bytes", "lag left"):
+        table.add_column(column, justify="left" if "topic" in column else "right", overflow="fold")
+    table.add_column("failed", justify="right")
+    copied = summary.get("topics", {})
+    lag = summary.get("lag_left", {})
+    remote = {s.topic: s.remote_topic for s in plan.spans}
+    for topic, row in sorted(plan.summary().items()):
+        done = copied.get(topic, {})
+        failed = done.get("failed", 0)
+        table.add_row(
+            escape(topic),
+            escape(remote[topic]),
+            str(row["partitions"]),
+            f"{row['pending']:,}",
+            f"{done.get('records', 0):,}",
+            f"{done.get('bytes', 0):,}",
+            f"{lag.get(topic, 0):,}",
+            f"[red]{failed}[/red]" if failed else "0",
+        )
+    return table
+
+
+def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
+    summary = outcome.summary
+    if outcome.plan.spans:
+        console.print(summary_table(outcome.plan, summary))
+    totals = summary["totals"]
+    passes = f" in {outcome.passes} passes" if outcome.passes > 1 else ""
+    console.print(
+        f"{totals['records']:,} record(s), {totals['bytes']:,} bytes, {totals['transactions']:,} transaction(s), "
+        f"{totals['offset_syncs']:,} offset-sync(s){passes}; {summary['seconds']:.1f}s",
+        highlight=False,
+    )
+    if outcome.failure:
+        err.print("[bold red]FAILED[/bold red]", highlight=False)
+        err.print(escape(outcome.failure), highlight=False)
+    else:
+        console.print(f"[bold green]OK[/bold green] {escape(outcome.plan.flow)} {outcome.plan.mode} run done")
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _execute(
+    config_file: Path,
+    flow_pair: tuple[str, str],
+    *,
+    mode: str,
+    passes: int,
+    connect_timeout: float,
+    until: int | None = None,
+    topics: str | None = None,
+    delivery: str | None = None,
+) -> None:
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    source, target = flow_pair
+    config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
+    clients = _resolve_clients(err, flow)
+    check_reachable(flow, clients, connect_timeout)
+    try:
+        outcome = run_flow(
+            console,
+            config,
+            flow,
+            clients,
+            run_id=cli_run_id(),
+            mode=mode,
+            passes=passes,
+            until=until,
+            topics=topics,
+            delivery=delivery,
+        )
+    except _PLAN_ERRORS as exc:
+        message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
+        raise click.ClickException(f"{flow.name} {mode} run failed: {message}") from exc
+    _print_outcome(console, err, outcome)
+    if outcome.failure:
+        raise SystemExit(1)
+
+
+_FLOW_OPTION = click.option(
+    "--flow",
+    "flow_pair",
+    required=True,
+    metavar="SOURCE->TARGET",
+    callback=_parse_flow,
+    help="The flow to run, by its cluster aliases.",
+)
+_DELIVERY_OPTION = click.option(
+    "--delivery",
+    type=click.Choice(DELIVERY_CHOICES),
+    default=None,
+    help="Overrides mirrorflow.delivery for this run.",
+)
+_TIMEOUT_OPTION = click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=15.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long each cluster may take to answer before the run gives up.",
+)
+_CONFIG_ARGUMENT = click.argument(
+    "config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path)
+)
+
+
+@click.command(name="replicate")
+@_CONFIG_ARGUMENT
+@_FLOW_OPTION
+@_DELIVERY_OPTION
+@_TIMEOUT_OPTION
+def replicate_command(
+    config_file: Path, flow_pair: tuple[str, str], delivery: str | None, connect_timeout: float
+) -> None:
+    """One run of an enabled flow, as its replicate DAG would do it: plan, copy with local
+    workers (at most tasks.max), store the report. Exits 1 if any partition failed."""
+    _execute(
+        config_file, flow_pair, mode="replicate", passes=1, connect_timeout=connect_timeout, delivery=delivery
+    )
+
+
+@click.command(name="migrate")
+@_CONFIG_ARGUMENT
+@_FLOW_OPTION
+@click.option(
+    "--topics",
+    default=None,
+    metavar="REGEX",
+    callback=_parse_topics,
+    help="Copy only topics whose whole name matches (default: the flow's topics).",
+)
+@click.option(
+    "--until",
+    default="now",
+    show_default=True,
+    callback=_parse_until,
+    help="'now' (the end offsets when the run starts), epoch milliseconds or an ISO-8601 time (UTC if no zone).",
+)
+@_DELIVERY_OPTION
+@_TIMEOUT_OPTION
+def migrate_command(
+    config_file: Path,
+    flow_pair: tuple[str, str],
+    topics: str | None,
+    until: int | None,
+    delivery: str | None,
+    connect_timeout: float,
+) -> None:
+    """Copy everything up to a point in time (any two clusters of the config): the end offsets are
+    fixed when the run starts, unfinished partitions are retried, and the counts are shown per topic."""
+    _execute(
+        config_file,
+        flow_pair,
+        mode="migrate",
+        passes=MIGRATE_PASSES,
+        connect_timeout=connect_timeout,
+        until=until,
+        topics=topics,
+        delivery=delivery,
+    )
+
+
+COMMANDS = [replicate_command, migrate_command]
