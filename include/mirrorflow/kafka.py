@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TIMEOUT_S = 60.0
+POLL_S = 0.05
 
 
 class KafkaCallError(RuntimeError):
@@ -71,22 +72,16 @@ def read_partition(
     isolation: str = "read_committed",
     idle_timeout_s: float = 30.0,
 ) -> Iterator[Message]:
-    """Records of one partition from `start` up to `end` (exclusive; default: the end as of now)."""
+    """Records of one partition from `start` up to `end` (exclusive), or to the end as of now:
+    the first end-of-partition event, which a read_committed reader sees at the last stable offset."""
     consumer = reader(config, isolation=isolation)
     try:
-        tp = TopicPartition(topic, partition)
-        if end is None:
-            low, high = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
-            if isolation == "read_committed":
-                admin = admin_client(config)
-                high = list_offsets(admin, [(topic, partition)], OffsetSpec.latest())[(topic, partition)]
-            end = high
-        if start >= end:
-            return
         consumer.assign([TopicPartition(topic, partition, start)])
         last_seen = time.monotonic()
         while True:
-            batch = consumer.consume(1000, timeout=0.5)
+            # librdkafka's consume() waits its whole timeout unless the batch fills up, so a
+            # short timeout in a loop ends a small read quickly.
+            batch = consumer.consume(1000, timeout=POLL_S)
             if not batch:
                 if time.monotonic() - last_seen > idle_timeout_s:
                     raise KafkaCallError(f"{topic}-{partition} stopped before offset {end}")
@@ -96,14 +91,14 @@ def read_partition(
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if message.offset() >= end:
+                        if end is None or message.offset() >= end:
                             return
                         continue
                     raise KafkaException(error)
-                if message.offset() >= end:
+                if end is not None and message.offset() >= end:
                     return
                 yield message
-                if message.offset() + 1 >= end:
+                if end is not None and message.offset() + 1 >= end:
                     return
     finally:
         consumer.close()

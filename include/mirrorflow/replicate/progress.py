@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from mirrorflow.kafka import POLL_S
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
@@ -106,7 +107,7 @@ def _read_settled(
                 f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction for "
                 f"{timeout_s:.0f}s; a writer may be stuck (it is aborted after its transaction.timeout.ms)"
             )
-        for message in consumer.consume(1000, timeout=1.0):
+        for message in consumer.consume(1000, timeout=POLL_S):
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
