@@ -18,7 +18,7 @@ def main() -> None:
 
 
 # Modules under mirrorflow.commands whose COMMANDS join `main`.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("maintenance", "replicate", "control", "failover")
 
 
 def _register_commands() -> None:

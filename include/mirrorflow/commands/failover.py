@@ -1,0 +1,108 @@
+"""`mirrorflow failover CONFIG --from A --to B --groups REGEX [--dry-run]` (failback: swap A and B)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mirrorflow.config import ConfigError
+from mirrorflow.kafka import KafkaCallError
+from mirrorflow.ops.failover import REFUSED, FailoverError, FailoverResult, failover
+
+
+def failover_table(result: FailoverResult) -> Table:
+    title = (
+        f"{'dry run: ' if result.dry_run else ''}failover {result.source} -> {result.target} ({result.mode})"
+    )
+    table = Table(title=title)
+    columns = (
+        "group",
+        f"topic on {result.target}",
+        "partition",
+        f"{result.source} offset",
+        f"{result.target} offset",
+    )
+    for column in (*columns, "lag", "how", "action", "note"):
+        table.add_column(column, overflow="fold")
+    for row in result.rows:
+        action = f"[red]{row.action}[/red]" if row.action == REFUSED else row.action
+        table.add_row(
+            escape(row.group),
+            escape(row.topic),
+            str(row.partition),
+            str(row.source_offset),
+            "-" if row.target_offset is None else str(row.target_offset),
+            "-" if row.lag is None else str(row.lag),
+            row.status,
+            action,
+            escape(row.note),
+        )
+    return table
+
+
+@click.command(name="failover")
+@click.argument("config_file", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--from", "source", required=True, metavar="ALIAS", help="The cluster the groups leave.")
+@click.option("--to", "target", required=True, metavar="ALIAS", help="The cluster the groups move to.")
+@click.option("--groups", required=True, metavar="REGEX", help="Groups to move (regex matching whole names).")
+@click.option("--dry-run", is_flag=True, help="Show what would be committed; change nothing.")
+@click.option(
+    "--from-checkpoints",
+    is_flag=True,
+    help="Use the latest checkpoints on --to even if --from answers (otherwise only when it does not).",
+)
+@click.option(
+    "--source-timeout",
+    default=15.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long --from may take to answer before it counts as down.",
+)
+def failover_command(
+    config_file: Path,
+    source: str,
+    target: str,
+    groups: str,
+    dry_run: bool,
+    from_checkpoints: bool,
+    source_timeout: float,
+) -> None:
+    """Move consumer groups to another cluster at exactly the records they had not read.
+
+    Translates each group's committed offsets on --from now and commits them on --to, unless the
+    group has active members there (refused; nothing changed for it). If --from is down, the
+    latest checkpoints on --to are used. Failback is the same command in the other direction.
+    Exits 1 if any group was refused.
+    """
+    console = Console(soft_wrap=True)
+    try:
+        result = failover(
+            str(config_file),
+            source,
+            target,
+            groups,
+            dry_run=dry_run,
+            from_checkpoints=True if from_checkpoints else None,
+            source_timeout_s=source_timeout,
+        )
+    except ConfigError as exc:
+        raise click.ClickException(f"{exc}\nRun `mirrorflow validate {config_file}` for the fixes.") from exc
+    except (FailoverError, KafkaCallError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    console.print(failover_table(result))
+    for warning in result.warnings:
+        console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
+    for reason in result.refused.values():
+        console.print(f"[red]refused[/red]: {escape(reason)}", highlight=False)
+    done = "would move" if dry_run else "moved"
+    moved = sorted({r.group for r in result.rows if r.action in ("committed", "would commit")})
+    console.print(f"{done} {len(moved)} group(s), refused {len(result.refused)}")
+    sys.exit(1 if result.refused else 0)
+
+
+COMMANDS = [failover_command]

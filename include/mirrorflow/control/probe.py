@@ -1,0 +1,214 @@
+"""Probes of a remote partition: which of this flow's records lie at or after a target offset.
+
+A probe assigns one read_committed consumer at an offset and reads until it meets a record this
+flow copied (provenance: the path ends with the flow's source alias, source topic and partition
+match), the search limit, or the partition end. Everything a fetch returns is kept, with the
+offset interval it covers, so later probes inside a covered interval are answered from memory:
+1,000 groups on one partition cost the fetches of one binary search, not 1,000.
+
+Aborted records and transaction markers are invisible to the consumer, and records of other
+writers (aggregation, identity active/active) are read but never match, so covered intervals
+hold no flow record other than the ones kept.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from mirrorflow.control.translate import FlowRecord
+from mirrorflow.kafka import KafkaCallError
+from mirrorflow.policy.provenance import ProvenanceError, read_provenance
+
+BATCH = 500
+DRAIN = 20_000
+BACKFILL = 1_000
+POLL_S = 0.1
+PROBE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Whose records count: those a flow from `alias` copied from `topic`-`partition`."""
+
+    alias: str
+    topic: str
+    partition: int
+
+    def owns(self, message: Message) -> int | None:
+        """The record's source offset if this origin's flow copied it, else None."""
+        try:
+            provenance = read_provenance(message.headers())
+        except ProvenanceError:
+            return None
+        if provenance is None or not provenance.path or provenance.path[-1] != self.alias:
+            return None
+        if (provenance.source_topic, provenance.source_partition) != (self.topic, self.partition):
+            return None
+        return provenance.source_offset
+
+
+@dataclass
+class _Covered:
+    """Intervals [a, b) of one partition already read, and the flow records found in them."""
+
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    source_offsets: list[int] = field(default_factory=list)
+
+    def interval_at(self, offset: int) -> int | None:
+        i = bisect_right(self.starts, offset) - 1
+        return i if i >= 0 and offset < self.ends[i] else None
+
+    def end_before(self, offset: int) -> int:
+        """End of the last interval that ends at or before `offset` (0 if none)."""
+        i = bisect_right(self.starts, offset) - 1
+        return self.ends[i] if i >= 0 and self.ends[i] <= offset else 0
+
+    def next_start(self, offset: int) -> int | None:
+        i = bisect_right(self.starts, offset)
+        return self.starts[i] if i < len(self.starts) else None
+
+    def first_record(self, offset: int, before: int) -> FlowRecord | None:
+        i = bisect_left(self.offsets, offset)
+        if i < len(self.offsets) and self.offsets[i] < before:
+            return FlowRecord(self.offsets[i], self.source_offsets[i])
+        return None
+
+    def add(self, start: int, end: int, records: list[FlowRecord]) -> None:
+        """Record that [start, end) was read; it never overlaps a known interval."""
+        i = bisect_left(self.offsets, start)
+        self.offsets[i:i] = [r.offset for r in records]
+        self.source_offsets[i:i] = [r.source_offset for r in records]
+        j = bisect_left(self.starts, start)
+        self.starts.insert(j, start)
+        self.ends.insert(j, end)
+        self._merge_around(j)
+
+    def _merge_around(self, j: int) -> None:
+        if j + 1 < len(self.starts) and self.ends[j] == self.starts[j + 1]:
+            self.ends[j] = self.ends.pop(j + 1)
+            self.starts.pop(j + 1)
+        if j > 0 and self.ends[j - 1] == self.starts[j]:
+            self.ends[j - 1] = self.ends.pop(j)
+            self.starts.pop(j)
+
+
+class Prober:
+    """Cached probes of one cluster's partitions; one consumer, closed with the prober."""
+
+    def __init__(self, consumer_config: Mapping[str, Any]) -> None:
+        self._config = {
+            **consumer_config,
+            "group.id": consumer_config.get("group.id", "mirrorflow-translate"),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 10,
+        }
+        self._consumer: Consumer | None = None
+        self._covered: dict[tuple[str, int, Origin], _Covered] = {}
+        self.fetches = 0
+        self.lookups = 0
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def first(
+        self, topic: str, partition: int, origin: Origin, offset: int, limit: int, end: int | None = None
+    ) -> FlowRecord | None:
+        """The first record of `origin` in `topic`-`partition` at offset >= `offset` and < `limit`.
+
+        `end` (the partition end the caller measured, >= `limit`) lets a fetch keep reading past
+        `limit` into the cache, so the next probes of the partition need no fetch.
+        """
+        self.lookups += 1
+        horizon = limit if end is None else max(limit, end)
+        covered = self._covered.setdefault((topic, partition, origin), _Covered())
+        while offset < limit:
+            at = covered.interval_at(offset)
+            if at is not None:
+                covered_end = covered.ends[at]
+                record = covered.first_record(offset, min(covered_end, limit))
+                if record is not None:
+                    return record
+                offset = covered_end
+                continue
+            following = covered.next_start(offset)
+            stop = horizon if following is None else min(horizon, following)
+            # Read a little before the probe too: groups spread over a partition then cost a
+            # few fetches in all instead of one for every new lowest offset.
+            start = max(0, covered.end_before(offset), offset - BACKFILL)
+            read_end, records = self._read(topic, partition, origin, start, stop)
+            covered.add(start, read_end, records)
+        return None
+
+    def _read(
+        self, topic: str, partition: int, origin: Origin, start: int, stop: int
+    ) -> tuple[int, list[FlowRecord]]:
+        """Read from `start` until a flow record, `stop` or the partition end; the covered end and records.
+
+        Once a flow record is found, whatever the consumer has already fetched is kept too (it
+        costs no round trip), up to `DRAIN` records, so neighbouring probes hit the cache.
+        """
+        self.fetches += 1
+        consumer = self._consumer or Consumer(self._config)
+        self._consumer = consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
+        records: list[FlowRecord] = []
+        last = start - 1
+        read = 0
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while True:
+            if records:
+                batch = consumer.consume(BATCH, timeout=0)
+                if not batch or read >= DRAIN:
+                    return last + 1, records
+            else:
+                first = consumer.poll(POLL_S)
+                if first is None:
+                    if time.monotonic() > deadline:
+                        raise KafkaCallError(
+                            f"{topic}-{partition} returned nothing for {PROBE_TIMEOUT_S:.0f}s at offset "
+                            f"{last + 1} (reading toward {stop}); is the cluster reachable?"
+                        )
+                    continue
+                batch = [first, *consumer.consume(BATCH, timeout=0)]
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    if message.partition() == partition and message.offset() > last:
+                        # Nothing visible between the last record and the end (the pass's
+                        # limits never lie past the end it measured).
+                        return stop, records
+                    continue
+                offset = message.offset()
+                if offset < start or message.topic() != topic or message.partition() != partition:
+                    continue
+                if offset >= stop:
+                    return stop, records
+                last = offset
+                read += 1
+                source_offset = origin.owns(message)
+                if source_offset is not None:
+                    records.append(FlowRecord(offset, source_offset))
+            if last + 1 >= stop:
+                return stop, records

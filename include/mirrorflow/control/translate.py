@@ -1,0 +1,221 @@
+"""Exact consumer-offset translation: the pure rule, independent of Kafka.
+
+A group that committed upstream offset `u` has consumed every source record below `u` and none
+at or above it. On the target, the offset to commit is therefore the target offset of the first
+replicated record whose source offset is >= u: a consumer that starts there re-reads nothing it
+consumed and skips nothing it had not. MM2 cannot know that offset between its sparse syncs and
+claims "one past the sync" (its +1 rule), so a failed-over group re-reads up to offset.lag.max
+records per partition, and far more when it lags.
+
+mirrorflow knows more:
+- dense offset-syncs (replicate/offset_syncs.py) bracket every run of records contiguous on both
+  clusters, so inside a run `down = run.down + (u - run.up)` and between runs nothing was copied;
+- provenance headers on every copied record name its source offset, and a flow's records are
+  sorted by source offset in each target partition, so reading one record ("a probe") tells on
+  which side of `u` a target offset lies.
+
+Two consecutive syncs cannot say whether they are the two ends of one run or the end and start
+of two runs (or whether syncs between them were compacted away), so the answer is confirmed by
+probes: first at the offset the run rule predicts (one probe when it holds), then by binary
+search between the bracketing syncs' downstream offsets. The search keeps two facts true: every
+flow record below `low` has source offset < u, and `found` is the first flow record at or after
+`high` (None: there is none before the end). Records of other writers in the same target
+partition (aggregation, identity active/active) are not flow records; the probe skips them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from mirrorflow.mm2.formats import OffsetSync
+
+
+class Status(StrEnum):
+    EXACT = "exact"
+    """The first replicated record at or after the group's position (or the end, if it has read all)."""
+    AHEAD = "ahead"
+    """The group consumed past what has been replicated; it gets the end of what was replicated."""
+    MM2_PRECISE = "mm2-precise"
+    """Provenance headers are off for the flow: MM2's +1 rule on the dense syncs (may re-deliver)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRecord:
+    """A record this flow copied: where it is on the target and where it came from."""
+
+    offset: int
+    source_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Translation:
+    upstream_offset: int
+    downstream_offset: int
+    status: Status
+    unreplicated: int = 0
+    """For AHEAD: source offsets the group consumed that the flow has not processed yet."""
+
+
+@dataclass(frozen=True)
+class SyncRun:
+    """A partition's usable syncs, ascending in both offsets (see SyncIndex)."""
+
+    ups: tuple[int, ...]
+    downs: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.ups)
+
+
+@dataclass
+class SyncIndex:
+    """Every offset-sync of a flow, per source partition, in the order they were written.
+
+    A sync whose upstream or downstream offset goes backwards starts the partition over: the
+    source topic was recreated (MM2's OffsetSyncStore does the same on an upstream rewind) or
+    the remote topic was. A repeated upstream offset replaces the earlier sync.
+    """
+
+    _ups: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    _downs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    _frozen: dict[tuple[str, int], SyncRun] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, syncs: Iterable[OffsetSync]) -> SyncIndex:
+        index = cls()
+        for sync in syncs:
+            index.add(sync)
+        return index
+
+    def add(self, sync: OffsetSync) -> None:
+        key = (sync.topic, sync.partition)
+        self._frozen.pop(key, None)
+        ups = self._ups.setdefault(key, [])
+        downs = self._downs.setdefault(key, [])
+        up, down = sync.upstream_offset, sync.downstream_offset
+        if ups and (up < ups[-1] or down < downs[-1]):
+            ups.clear()
+            downs.clear()
+        if ups and up == ups[-1]:
+            ups.pop()
+            downs.pop()
+        ups.append(up)
+        downs.append(down)
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._ups)
+
+    def run(self, topic: str, partition: int) -> SyncRun:
+        key = (topic, partition)
+        frozen = self._frozen.get(key)
+        if frozen is None:
+            frozen = SyncRun(tuple(self._ups.get(key, ())), tuple(self._downs.get(key, ())))
+            self._frozen[key] = frozen
+        return frozen
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """What one pass knows about a replicated partition before it probes the target.
+
+    `progress`: last upstream offset the flow processed (MM2's source offset), None if unknown.
+    `start`/`end`: the remote partition's log start and last stable offset when the pass began.
+    """
+
+    syncs: SyncRun
+    progress: int | None
+    start: int
+    end: int
+
+
+# probe(offset, limit): the first flow record at target offset >= offset and < limit, or None.
+Probe = Callable[[int, int], FlowRecord | None]
+
+
+def translate_exact(u: int, view: PartitionView, probe: Probe) -> Translation | None:
+    """The exact downstream offset for upstream offset `u`, or None if nothing was replicated.
+
+    Probes the target only where the syncs leave a doubt; `probe` is called O(log n) times at
+    most, once when the run rule holds, never when a sync names `u` itself.
+    """
+    ups, downs = view.syncs.ups, view.syncs.downs
+    first_at = bisect_left(ups, u)
+    after = bisect_right(ups, u)
+    if first_at < after and downs[first_at] >= view.start:
+        return Translation(u, downs[first_at], Status.EXACT)
+
+    low, high = view.start, view.end
+    below: FlowRecord | None = None  # the last flow record known to lie before `low`
+    guess: int | None = None
+    if first_at > 0:
+        lo = FlowRecord(downs[first_at - 1], ups[first_at - 1])
+        below = lo
+        low = max(low, lo.offset + 1)
+        guess = lo.offset + (u - lo.source_offset)
+    found: FlowRecord | None = None  # the first flow record at or after `high`
+    if after < len(ups) and low <= downs[after] < high:
+        found = FlowRecord(downs[after], ups[after])
+        high = found.offset
+    if guess is not None and not low <= guess < high:
+        guess = None
+
+    while low < high:
+        mid = guess if guess is not None else (low + high) // 2
+        guess = None
+        record = probe(mid, high)
+        if record is None:
+            high = mid
+        elif record.source_offset >= u:
+            if record.source_offset == u:
+                return Translation(u, record.offset, Status.EXACT)
+            high, found = mid, record
+        else:
+            low, below = record.offset + 1, record
+
+    if found is not None:
+        return Translation(u, found.offset, Status.EXACT)
+    if below is None:
+        return None
+    replicated_end = below.source_offset + 1
+    if view.progress is not None:
+        replicated_end = max(replicated_end, view.progress + 1)
+    if u > replicated_end:
+        return Translation(u, low, Status.AHEAD, unreplicated=u - replicated_end)
+    return Translation(u, low, Status.EXACT)
+
+
+def translate_mm2_rule(u: int, view: PartitionView) -> Translation | None:
+    """MM2's rule on every sync: the latest sync at or below `u`, plus one unless it names `u`.
+
+    Used when the flow writes no provenance headers, so nothing on the target can confirm a
+    position between syncs. With dense syncs this is exact at every run boundary and re-delivers
+    at most the records between the run's start and `u` elsewhere.
+    """
+    ups, downs = view.syncs.ups, view.syncs.downs
+    at = bisect_right(ups, u) - 1
+    if at < 0:
+        return None
+    if ups[at] == u:
+        return Translation(u, downs[at], Status.EXACT)
+    downstream = downs[at] + 1
+    if view.progress is not None and u > view.progress + 1:
+        return Translation(u, downstream, Status.AHEAD, unreplicated=u - view.progress - 1)
+    return Translation(u, downstream, Status.MM2_PRECISE)
+
+
+def translate_back(
+    d: int, records_from: Callable[[int], FlowRecord | None], progress: int | None
+) -> int | None:
+    """Failback: a group at offset `d` of a remote topic goes back to the topic it was copied from.
+
+    The first flow record at or after `d` is the first one the group has not consumed, and its
+    provenance names its offset upstream; a group that consumed everything copied resumes right
+    after what the flow processed. None when neither is known.
+    """
+    record = records_from(d)
+    if record is not None:
+        return record.source_offset
+    return None if progress is None else progress + 1

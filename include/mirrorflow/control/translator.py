@@ -1,0 +1,225 @@
+"""One translation pass of a flow X->Y: group offsets on X become offsets to commit on Y.
+
+A pass reads each thing once, in this order, so every later read covers what an earlier one
+refers to: the offset-syncs topic, the flow's progress, then the log start and last stable
+offset of each partition it needs. Probes of the target and finished translations are cached
+for the pass (probe.py), so many groups on one partition cost little more than one.
+
+Two kinds of topics translate:
+- forward: topics the flow replicates (`orders` on X is `X.orders` on Y), through the dense
+  syncs and the provenance headers of this flow's records on Y (translate.translate_exact), or
+  MM2's rule when the flow writes no provenance headers;
+- backward: topics on X that came from Y through the reverse flow Y->X (`Y.orders` on X is
+  `orders` on Y; MM2 names the checkpoint this way but has no syncs to translate it). The first
+  record of Y->X at or after the group's offset names its offset on Y (translate.translate_back).
+  This is what makes failback exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
+from mirrorflow.control.probe import Origin, Prober
+from mirrorflow.control.syncs import flow_sync_index
+from mirrorflow.control.translate import (
+    FlowRecord,
+    PartitionView,
+    Status,
+    Translation,
+    translate_back,
+    translate_exact,
+    translate_mm2_rule,
+)
+from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client, list_offsets
+from mirrorflow.policy import checkpoint_topic, should_replicate_topic
+from mirrorflow.replicate.progress import read_progress
+
+FORWARD = "forward"
+BACKWARD = "backward"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How a topic of X maps to Y: the kind of translation and the topic name on Y.
+
+    For BACKWARD routes the topic on Y is also the one the reverse flow copied from.
+    """
+
+    kind: str
+    target_topic: str
+
+
+def partition_bounds(
+    admin_config: Mapping[str, Any], parts: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """(log start, last stable offset) of each partition that exists; missing ones are left out."""
+    wanted = sorted(set(parts))
+    if not wanted:
+        return {}
+    admin = admin_client(admin_config)
+    topics = admin.list_topics(timeout=TIMEOUT_S).topics
+    existing = [
+        (t, p) for t, p in wanted if t in topics and topics[t].error is None and p in topics[t].partitions
+    ]
+    earliest = list_offsets(admin, existing, OffsetSpec.earliest())
+    stable = list_offsets(admin, existing, OffsetSpec.latest(), read_committed=True)
+    return {tp: (earliest[tp], stable[tp]) for tp in existing}
+
+
+class Translator:
+    """Translate group offsets of flow X->Y for one pass; close it (or use `with`) when done."""
+
+    def __init__(
+        self,
+        flow: FlowConfig,
+        clients: FlowClients,
+        *,
+        reverse: FlowConfig | None = None,
+    ) -> None:
+        self.flow = flow
+        self.clients = clients
+        self.reverse = reverse
+        self.syncs = flow_sync_index(flow, clients)
+        self.progress = read_progress(clients.target_consumer, flow.offset_storage_topic, flow.source)
+        self._reverse_progress: dict[tuple[str, int], int] | None = None
+        self._target_prober = Prober(clients.target_consumer)
+        self._source_prober = Prober(clients.source_consumer)
+        self._target_bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        self._source_bounds: dict[tuple[str, int], tuple[int, int]] = {}
+        self._prepared: set[tuple[str, int]] = set()
+        self._cache: dict[tuple[str, int, int], Translation | None] = {}
+        self._routes: dict[str, Route | None] = {}
+        self.reasons: dict[tuple[str, int], str] = {}
+
+    def close(self) -> None:
+        self._target_prober.close()
+        self._source_prober.close()
+
+    def __enter__(self) -> Translator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def probes(self) -> int:
+        """Fetches issued to answer probes (cache misses)."""
+        return self._target_prober.fetches + self._source_prober.fetches
+
+    def route(self, topic: str) -> Route | None:
+        if topic not in self._routes:
+            self._routes[topic] = self._route(topic)
+        return self._routes[topic]
+
+    def _route(self, topic: str) -> Route | None:
+        flow = self.flow
+        if should_replicate_topic(flow, topic):
+            remote = flow.policy.format_remote_topic(flow.source, topic)
+            return Route(FORWARD, remote)
+        if self.reverse is None or flow.policy.topic_source(topic) != flow.target:
+            return None
+        upstream = flow.policy.upstream_topic(topic)
+        if upstream is None or upstream != checkpoint_topic(flow, topic):
+            return None
+        return Route(BACKWARD, upstream)
+
+    def prepare(self, parts: Iterable[tuple[str, int]]) -> None:
+        """Measure, in one batch per cluster, the partitions the coming translations need."""
+        forward, backward = [], []
+        for topic, partition in set(parts) - self._prepared:
+            self._prepared.add((topic, partition))
+            route = self.route(topic)
+            if route is None:
+                continue
+            if route.kind == FORWARD:
+                forward.append((route.target_topic, partition))
+            else:
+                backward.append((topic, partition))
+        if forward:
+            self._target_bounds.update(partition_bounds(self.clients.target_admin, forward))
+        if backward:
+            self._source_bounds.update(partition_bounds(self.clients.source_admin, backward))
+
+    def translate(self, topic: str, partition: int, offset: int) -> Translation | None:
+        """Offset on Y for a group at `offset` of `topic`-`partition` on X; None (see `reasons`) if unknown."""
+        key = (topic, partition, offset)
+        if key in self._cache:
+            return self._cache[key]
+        self.prepare([(topic, partition)])
+        route = self.route(topic)
+        try:
+            if route is None:
+                self.reasons[(topic, partition)] = (
+                    f"{topic} is not replicated by {self.flow.name} (topic filter, internal topic or a cycle)"
+                )
+                result = None
+            elif route.kind == FORWARD:
+                result = self._forward(topic, partition, route.target_topic, offset)
+            else:
+                result = self._backward(topic, partition, route.target_topic, offset)
+        except KafkaException as exc:
+            raise KafkaCallError(f"translating {topic}-{partition} at {offset}: {exc}") from exc
+        self._cache[key] = result
+        return result
+
+    def _forward(self, topic: str, partition: int, remote: str, offset: int) -> Translation | None:
+        bounds = self._target_bounds.get((remote, partition))
+        if bounds is None:
+            self.reasons[(topic, partition)] = f"{self.flow.target} has no partition {remote}-{partition} yet"
+            return None
+        view = PartitionView(self.syncs.run(topic, partition), self.progress.get((topic, partition)), *bounds)
+        if not self.flow.provenance_headers_enabled:
+            result = translate_mm2_rule(offset, view)
+        else:
+            origin = Origin(self.flow.source, topic, partition)
+            prober = self._target_prober
+
+            def probe(at: int, limit: int) -> FlowRecord | None:
+                return prober.first(remote, partition, origin, at, limit, end=view.end)
+
+            result = translate_exact(offset, view, probe)
+        if result is None:
+            self.reasons[(topic, partition)] = (
+                f"nothing of {topic}-{partition} has been replicated to {self.flow.target} by {self.flow.name}"
+                + ("" if len(view.syncs) else " (and it has no offset-syncs)")
+            )
+        return result
+
+    def _backward(self, topic: str, partition: int, upstream: str, offset: int) -> Translation | None:
+        reverse = self.reverse
+        if reverse is None:
+            return None
+        bounds = self._source_bounds.get((topic, partition))
+        if bounds is None:
+            self.reasons[(topic, partition)] = f"{self.flow.source} has no partition {topic}-{partition}"
+            return None
+        end = bounds[1]
+        origin = Origin(self.flow.target, upstream, partition)
+        prober = self._source_prober
+
+        def first_from(at: int) -> FlowRecord | None:
+            return prober.first(topic, partition, origin, at, end) if at < end else None
+
+        progress = self._reverse_progress_of(reverse, upstream, partition)
+        upstream_offset = translate_back(offset, first_from, progress)
+        if upstream_offset is None:
+            self.reasons[(topic, partition)] = (
+                f"{topic}-{partition} holds no record copied by {reverse.name} with provenance "
+                f"headers at or after {offset}, and {reverse.name} has no progress for {upstream}-{partition}"
+            )
+            return None
+        return Translation(offset, upstream_offset, Status.EXACT)
+
+    def _reverse_progress_of(self, reverse: FlowConfig, topic: str, partition: int) -> int | None:
+        if self._reverse_progress is None:
+            self._reverse_progress = read_progress(
+                self.clients.source_consumer, reverse.offset_storage_topic, reverse.source
+            )
+        return self._reverse_progress.get((topic, partition))

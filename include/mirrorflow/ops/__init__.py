@@ -1,0 +1,2 @@
+"""Operator actions built on replication and its control jobs, such as moving consumer groups
+between clusters (failover and failback)."""

@@ -1,0 +1,319 @@
+"""Failover and failback: move consumer groups from one cluster to the other, exactly.
+
+`failover(config, A, B, groups_regex)` translates the chosen groups' committed offsets on A
+*now* (offset-syncs, then provenance headers: translator.py) and commits them on B, so each
+group continues on B with the first record it had not consumed on A. Failback is the same call
+in the other direction: it needs the flow B->A (which copied B's new data to A), and offsets on
+topics that came from A (`A.orders` on B) translate back to the original topic through their
+provenance.
+
+Rules:
+- a group with active members on B is refused, with the reason, and nothing is changed for it;
+  other groups still move;
+- a dry run changes nothing and returns the same table;
+- if A cannot be reached (a real disaster), the offsets come from what B holds: the latest
+  checkpoint per partition in `A.checkpoints.internal` (RemoteClusterUtils.translateOffsets
+  semantics), as of the last checkpoint pass. A group re-reads what it consumed on A after that
+  pass; nothing is skipped.
+
+Every row says how its offset was found (exact, ahead of replication, MM2-precise, checkpoint),
+and the lag each group will find on B.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.control.checkpoints import read_checkpoints
+from mirrorflow.control.flows import load, reverse_flow
+from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
+from mirrorflow.control.groups import Committed, commit_offsets, describe_groups
+from mirrorflow.control.translate import Status
+from mirrorflow.control.translator import Translator, partition_bounds
+from mirrorflow.kafka import admin_client
+
+log = logging.getLogger(__name__)
+
+LIVE = "live"
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_STATUS = "checkpoint"
+UNTRANSLATED = "untranslated"
+
+COMMITTED, WOULD_COMMIT, REFUSED, NOT_MOVED = "committed", "would commit", "refused", "not moved"
+
+
+class FailoverError(RuntimeError):
+    """Failover cannot start; nothing was changed. The message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverRow:
+    group: str
+    topic: str  # the topic the group consumes on the target cluster
+    partition: int
+    source_topic: str
+    source_offset: int
+    target_offset: int | None
+    lag: int | None  # records left on the target for this group
+    status: str  # exact | ahead | mm2-precise | checkpoint | untranslated
+    action: str  # committed | would commit | refused | not moved
+    note: str = ""
+
+
+@dataclass
+class FailoverResult:
+    source: str
+    target: str
+    groups_regex: str
+    dry_run: bool
+    mode: str
+    rows: list[FailoverRow] = field(default_factory=list)
+    committed: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _missing_flow(config: MirrorConfig, source: str, target: str) -> str:
+    back = config.replication_enabled(target, source)
+    what = "Failback" if back else "Failover"
+    message = (
+        f"{what} from {source} to {target} needs the flow {source}->{target}, which copies {source}'s data "
+        f"to {target}, but it is not enabled in {config.source}: add `{source}->{target}.enabled = true`, "
+        f"let mirrorflow__{source}__{target}__replicate catch up"
+    )
+    if back:
+        message += f" with what was written to {source} since the failover from {target}"
+    return message + ", then run this again"
+
+
+def _groups_pattern(regex: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise FailoverError(
+            f"--groups {regex!r} is not a valid regular expression ({exc}); it must match whole group "
+            "names, e.g. 'orders-.*'"
+        ) from exc
+
+
+def source_unreachable(admin_config: dict[str, Any], timeout_s: float) -> str | None:
+    """Why the cluster cannot be reached, or None if it answers a metadata request in time."""
+    try:
+        # log_level 0: the probe's own connection errors are the answer, not noise for the log.
+        probe = {
+            **admin_config,
+            "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
+            "log_level": 0,
+        }
+        admin_client(probe).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        return error.str() if isinstance(error, KafkaError) else str(exc)
+    return None
+
+
+def _live_rows(
+    config: MirrorConfig, flow: FlowConfig, clients: FlowClients, pattern: re.Pattern[str], regex: str
+) -> tuple[list[FailoverRow], dict[str, dict[tuple[str, int], Committed]]]:
+    groups = relevant_group_offsets(flow, clients, wanted=pattern.fullmatch, any_topic=True)
+    if not groups.offsets:
+        raise FailoverError(
+            f"no group on {flow.source} matches {regex!r} (whole name) and has committed offsets; "
+            f"{groups.listed} groups exist there"
+        )
+    with Translator(flow, clients, reverse=reverse_flow(config, flow)) as translator:
+        translated = translate_offsets(translator, groups.offsets)
+    rows, commits = [], {}
+    for t in translated:
+        if t.translation is None or t.target_topic is None:
+            rows.append(
+                FailoverRow(
+                    group=t.group,
+                    topic=t.target_topic or "-",
+                    partition=t.partition,
+                    source_topic=t.topic,
+                    source_offset=t.committed.offset,
+                    target_offset=None,
+                    lag=None,
+                    status=UNTRANSLATED,
+                    action=NOT_MOVED,
+                    note=t.reason or "",
+                )
+            )
+            continue
+        note = ""
+        if t.translation.status == Status.AHEAD:
+            note = (
+                f"read {t.translation.unreplicated} offsets {flow.name} has not copied yet; they will be read "
+                "again once copied: let the flow catch up and fail over again to avoid that"
+            )
+        elif t.translation.status == Status.MM2_PRECISE:
+            note = "provenance headers are off for this flow: MM2's rule, may re-deliver a few records"
+        rows.append(
+            FailoverRow(
+                group=t.group,
+                topic=t.target_topic,
+                partition=t.partition,
+                source_topic=t.topic,
+                source_offset=t.committed.offset,
+                target_offset=t.translation.downstream_offset,
+                lag=None,
+                status=t.translation.status.value,
+                action=WOULD_COMMIT,
+                note=note,
+            )
+        )
+        commits.setdefault(t.group, {})[(t.target_topic, t.partition)] = Committed(
+            t.translation.downstream_offset, t.committed.metadata
+        )
+    return rows, commits
+
+
+def _checkpoint_rows(
+    flow: FlowConfig, clients: FlowClients, pattern: re.Pattern[str], regex: str
+) -> tuple[list[FailoverRow], dict[str, dict[tuple[str, int], Committed]]]:
+    stored = read_checkpoints(clients.target_consumer, flow.checkpoints_topic)
+    now_ms = int(time.time() * 1000)
+    rows, commits = [], {}
+    for (group, topic, partition), entry in sorted(stored.items()):
+        if not pattern.fullmatch(group):
+            continue
+        checkpoint = entry.checkpoint
+        age_s = max(0, (now_ms - entry.timestamp_ms) // 1000)
+        rows.append(
+            FailoverRow(
+                group=group,
+                topic=topic,
+                partition=partition,
+                source_topic=_upstream_name(flow, topic),
+                source_offset=checkpoint.upstream_offset,
+                target_offset=checkpoint.downstream_offset,
+                lag=None,
+                status=CHECKPOINT_STATUS,
+                action=WOULD_COMMIT,
+                note=f"last checkpoint, {age_s}s old: what the group read on {flow.source} after it is read again",
+            )
+        )
+        commits.setdefault(group, {})[(topic, partition)] = Committed(
+            checkpoint.downstream_offset, checkpoint.metadata
+        )
+    if not rows:
+        raise FailoverError(
+            f"{flow.source} is unreachable and {flow.checkpoints_topic} on {flow.target} holds no checkpoint "
+            f"of a group matching {regex!r}: there is nothing to fail over from. Was the "
+            f"mirrorflow__{flow.source}__{flow.target}__checkpoints DAG running?"
+        )
+    return rows, commits
+
+
+def _upstream_name(flow: FlowConfig, downstream: str) -> str:
+    """The source-side name of a checkpointed topic (display only)."""
+    policy = flow.policy
+    if policy.topic_source(downstream) == flow.source:
+        return policy.upstream_topic(downstream) or downstream
+    return policy.format_remote_topic(flow.target, downstream)
+
+
+def failover(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    groups: str,
+    *,
+    dry_run: bool = False,
+    from_checkpoints: bool | None = None,
+    source_timeout_s: float = 15.0,
+    connection_extra: ConnectionExtra | None = None,
+) -> FailoverResult:
+    """Move the groups matching `groups` from `source` to `target`; see the module docstring.
+
+    `from_checkpoints`: None = use the checkpoints on the target only if the source does not
+    answer within `source_timeout_s`; True = always; False = never (fail if unreachable).
+    """
+    loaded = load(config)
+    for alias in (source, target):
+        if alias not in loaded.clusters:
+            raise FailoverError(
+                f"{alias!r} is not a cluster of {loaded.source} ({', '.join(loaded.clusters)})"
+            )
+    if source == target:
+        raise FailoverError(f"--from and --to are both {source}: name two different clusters")
+    if not loaded.replication_enabled(source, target):
+        raise FailoverError(_missing_flow(loaded, source, target))
+    pattern = _groups_pattern(groups)
+    flow = loaded.flow(source, target)
+    clients = FlowClients.resolve(flow, connection_extra)
+    result = FailoverResult(source, target, groups, dry_run, LIVE)
+
+    use_checkpoints = bool(from_checkpoints)
+    if from_checkpoints is None:
+        why = source_unreachable(clients.source_admin, source_timeout_s)
+        if why is not None:
+            use_checkpoints = True
+            result.warnings.append(
+                f"{source} did not answer within {source_timeout_s:.0f}s ({why}): offsets come from the "
+                f"latest checkpoints on {target}"
+            )
+    if use_checkpoints:
+        result.mode = CHECKPOINTS
+        rows, commits = _checkpoint_rows(flow, clients, pattern, groups)
+    else:
+        rows, commits = _live_rows(loaded, flow, clients, pattern, groups)
+
+    target_admin = admin_client(clients.target_admin)
+    for group, state in describe_groups(target_admin, {r.group for r in rows}).items():
+        if state.active:
+            result.refused[group] = (
+                f"group {group} has {state.members} active member(s) on {target} (state {state.state}): "
+                f"stop its consumers on {target} and run failover again; nothing was changed for it"
+            )
+    bounds = partition_bounds(
+        clients.target_admin, [(r.topic, r.partition) for r in rows if r.target_offset is not None]
+    )
+    movable = {g: offsets for g, offsets in commits.items() if g not in result.refused}
+    if not dry_run:
+        for group, outcome in commit_offsets(target_admin, movable).items():
+            if outcome.error is not None:
+                result.refused[group] = f"group {group}: {outcome.error}; nothing was changed for it"
+            else:
+                result.committed.append(group)
+        result.committed.sort()
+
+    for row in rows:
+        action = row.action
+        if row.group in result.refused:
+            action = REFUSED
+        elif action == WOULD_COMMIT and not dry_run:
+            action = COMMITTED
+        lag = None
+        if row.target_offset is not None and (row.topic, row.partition) in bounds:
+            lag = max(0, bounds[(row.topic, row.partition)][1] - row.target_offset)
+        result.rows.append(dataclasses.replace(row, lag=lag, action=action))
+    ahead = sum(1 for r in result.rows if r.status == Status.AHEAD.value)
+    if ahead:
+        result.warnings.append(
+            f"{ahead} partition(s) were read on {source} further than {flow.name} has copied (status ahead)"
+        )
+    log.info(
+        "%s %s -> %s (%s): %d groups committed, %d refused",
+        "dry run of failover" if dry_run else "failover",
+        source,
+        target,
+        result.mode,
+        len(result.committed),
+        len(result.refused),
+    )
+    return result
