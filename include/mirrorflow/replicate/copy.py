@@ -14,34 +14,52 @@ written, so a crash re-copies at most the chunk in flight.
 Records keep key, value (null included), headers and timestamp; mirrorflow's provenance headers
 are added when enabled, and a record whose provenance shows it came from the target cluster is
 not copied back (loop prevention that works with identity topic names).
+
+Downstream offsets. The dense offset-syncs need the target offset of every copied record, and a
+delivery report per record costs the copy loop about a tenth of all it spends on the record. So
+in exactly-once mode only the chunk's first record and the last record of every consumed batch
+report back. An idempotent producer appends one partition's records in produce order, each at
+an offset of its own, so n records whose first and last offsets lie n - 1 apart occupy
+consecutive offsets and every offset in between is known. When another writer's records landed
+among ours (an identity-named remote topic that local clients also write, say), the check fails,
+the chunk's transaction is aborted and the chunk is copied again with a report per record, as
+is the rest of that partition's span. At-least-once mode cannot take a chunk back, so it always
+reports per record.
 """
 
 from __future__ import annotations
 
+import struct
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import (
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirrorflow.mm2.formats import OffsetSync
-from mirrorflow.policy.provenance import HEADER_PREFIX, is_loop, stamp_provenance
+from mirrorflow.policy.provenance import (
+    HEADER_PREFIX,
+    SOURCE_OFFSET_HEADER,
+    is_loop,
+    stamp_provenance,
+)
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter, SyncPoint
 from mirrorflow.replicate.plan import PartitionSpan
 from mirrorflow.replicate.progress import progress_record, read_progress
 
 CONSUME_BATCH = 2000
+CONSUME_TIMEOUT_S = 0.1
 ATTEMPTS = 3
 CLIENT_TIMEOUT_S = 60.0
+
+# Source consumer settings that suit a bulk copy; the user's source consumer config overrides
+# them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
+# fetch.queue.backoff.ms (1 s by default) before it fetches again, while a copy drains that
+# queue in a fraction of the time: with the default, a single-partition copy mostly waits.
+CONSUMER_DEFAULTS: dict[str, object] = {"fetch.queue.backoff.ms": 10}
+
+_pack_offset = struct.Struct(">q").pack
 
 
 @dataclass(frozen=True)
@@ -70,6 +88,10 @@ class CopyJob:
 
 @dataclass
 class UnitResult:
+    """What copying one partition did. `copy_seconds` is the time spent moving records once the
+    clients were ready (the steady-rate figure); `interleaved_chunks` counts chunks copied twice
+    because another writer's records landed among ours on the target."""
+
     topic: str
     partition: int
     remote_topic: str
@@ -85,6 +107,8 @@ class UnitResult:
     offset_sync_errors: int = 0
     attempts: int = 0
     seconds: float = 0.0
+    copy_seconds: float = 0.0
+    interleaved_chunks: int = 0
     error: str | None = None
 
     @property
@@ -136,23 +160,6 @@ def _describe(exc: KafkaException) -> str:
     return str(exc)
 
 
-class _Deliveries:
-    """Downstream offsets in produce order: with one partition and an idempotent producer,
-    delivery reports arrive in the order the records were produced."""
-
-    __slots__ = ("offsets", "errors")
-
-    def __init__(self) -> None:
-        self.offsets: list[int] = []
-        self.errors: list[KafkaError] = []
-
-    def __call__(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            self.errors.append(error)
-        else:
-            self.offsets.append(message.offset())
-
-
 def _producer(job: CopyJob, span: PartitionSpan) -> Producer:
     config = {**job.target_producer, "enable.idempotence": True, "acks": "all"}
     if job.exactly_once:
@@ -160,17 +167,19 @@ def _producer(job: CopyJob, span: PartitionSpan) -> Producer:
     return Producer(config)
 
 
-def _consumer(job: CopyJob) -> Consumer:
-    config = {
+def source_consumer_config(job: CopyJob) -> dict[str, Any]:
+    """The copy consumer's settings: the user's, over mirrorflow's defaults, under what the copy
+    itself relies on (no group offsets, EOF events, its own group id)."""
+    return {
         "isolation.level": "read_committed",
         "auto.offset.reset": "earliest",
+        **CONSUMER_DEFAULTS,
         **job.source_consumer,
         "group.id": f"mirrorflow-{job.source}->{job.target}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
     }
-    return Consumer(config)
 
 
 def _resume_offset(span: PartitionSpan, stored: int | None) -> int:
@@ -194,14 +203,16 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
     sync_producer: Producer | None = None
     succeeded = False
     try:
-        if job.exactly_once:
-            producer.init_transactions(CLIENT_TIMEOUT_S)
+        # Metadata first: it brings up the broker connection, so init_transactions finds a
+        # broker at once instead of retrying on librdkafka's 500 ms timer.
         if _partition_count(producer, span.remote_topic) <= span.partition:
             raise CopyError(
                 f"remote topic {span.remote_topic} has no partition {span.partition}; "
                 "the plan step grows remote partitions, so rerun it"
             )
         progress_partitions = _partition_count(producer, job.progress_topic)
+        if job.exactly_once:
+            producer.init_transactions(CLIENT_TIMEOUT_S)
         stored = read_progress(
             job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
         ).get((span.topic, span.partition))
@@ -220,9 +231,15 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
         else:
             if job.offset_syncs_topic and not job.offset_syncs_on_target:
                 sync_producer = Producer({**job.source_producer, "enable.idempotence": True, "acks": "all"})
-            consumer = _consumer(job)
+            consumer = Consumer(source_consumer_config(job))
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
-            _copy_chunks(job, span, start, producer, consumer, sync_producer, progress_partitions, result)
+            copy_started = time.monotonic()
+            try:
+                _PartitionCopy(job, span, producer, consumer, sync_producer, progress_partitions, result).run(
+                    start
+                )
+            finally:
+                result.copy_seconds = round(result.copy_seconds + time.monotonic() - copy_started, 3)
         succeeded = True
     finally:
         if consumer is not None:
@@ -235,30 +252,112 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
         producer.flush(CLIENT_TIMEOUT_S if succeeded else 0)
 
 
-def _copy_chunks(
-    job: CopyJob,
-    span: PartitionSpan,
-    start: int,
-    producer: Producer,
-    consumer: Consumer,
-    sync_producer: Producer | None,
-    progress_partitions: int,
-    result: UnitResult,
-) -> None:
-    emitter = DenseSyncEmitter()
-    produce = producer.produce
-    last_processed = start - 1
-    reached_end = False
-    idle_since = time.monotonic()
-    while not reached_end:
-        if job.exactly_once:
-            producer.begin_transaction()
-        deliveries = _Deliveries()
-        ups: list[int] = []
+class _Reports:
+    """Target offsets of the records produced with this as their delivery callback, in produce
+    order: with one partition and an idempotent producer, reports arrive in that order."""
+
+    __slots__ = ("offsets", "errors")
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        self.errors: list[KafkaError] = []
+
+    def __call__(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self.errors.append(error)
+        else:
+            self.offsets.append(message.offset())
+
+
+@dataclass
+class _Chunk:
+    """One transaction's records as produced, before they are known to be durable."""
+
+    last_processed: int
+    ups: list[int] = field(default_factory=list)
+    reports: _Reports = field(default_factory=_Reports)
+    reported_at: list[int] = field(default_factory=list)  # indexes into ups; empty when every record reports
+    bytes: int = 0
+    skipped_loops: int = 0
+    reached_end: bool = False
+
+
+class _PartitionCopy:
+    """The copy loop of one partition, chunk after chunk, with clients already set up."""
+
+    def __init__(
+        self,
+        job: CopyJob,
+        span: PartitionSpan,
+        producer: Producer,
+        consumer: Consumer,
+        sync_producer: Producer | None,
+        progress_partitions: int,
+        result: UnitResult,
+    ) -> None:
+        self.job = job
+        self.span = span
+        self.producer = producer
+        self.consumer = consumer
+        self.sync_producer = sync_producer
+        self.progress_partitions = progress_partitions
+        self.result = result
+        self.emitter = DenseSyncEmitter()
+        self.fixed_headers: list[tuple[str, bytes]] | None = None
+        if job.provenance:
+            # Every header but the offset is the same for all records that carry no provenance
+            # yet; taking them from stamp_provenance keeps the bytes exactly its own.
+            template = stamp_provenance(
+                None, source_alias=job.source, topic=span.topic, partition=span.partition, offset=0
+            )
+            self.fixed_headers = template[:-1]  # type: ignore[assignment]
+
+    def run(self, start: int) -> None:
+        # At-least-once cannot abort a chunk, so it can never copy one again: it reports per record.
+        exact = not self.job.exactly_once
+        position = start
+        while True:
+            if self.job.exactly_once:
+                self.producer.begin_transaction()
+            chunk = self._fill(position, exact)
+            self.producer.flush(CLIENT_TIMEOUT_S)
+            downs = self._downstream_offsets(chunk)
+            if downs is None:
+                self.producer.abort_transaction(CLIENT_TIMEOUT_S)
+                self.consumer.seek(TopicPartition(self.span.topic, self.span.partition, position))
+                self.result.interleaved_chunks += 1
+                exact = True
+                continue
+            self._commit(chunk, downs)
+            position = chunk.last_processed + 1
+            if chunk.reached_end:
+                return
+
+    def _fill(self, position: int, exact: bool) -> _Chunk:
+        """Consume from `position` and produce one chunk. Only the chunk's first record and each
+        batch's last produced record report back, unless `exact` asks for every one."""
+        job, span = self.job, self.span
+        end = span.end
+        target = job.target
+        remote, partition = span.remote_topic, span.partition
+        fixed = self.fixed_headers
+        produce = self.producer.produce
+        chunk = _Chunk(last_processed=position - 1)
+        ups = chunk.ups
+        reports = chunk.reports
+        reported_at = chunk.reported_at
         processed = 0
         chunk_bytes = 0
+        skipped = 0
+        last_processed = position - 1
+        reached_end = False
+        idle_since = time.monotonic()
         while processed < job.max_records and chunk_bytes < job.max_bytes and not reached_end:
-            batch = consumer.consume(min(CONSUME_BATCH, job.max_records - processed), timeout=0.5)
+            # consume() returns before its timeout only once it has as many messages as asked for
+            # (an EOF event counts), so never ask for more than the span's offsets left, and keep
+            # the timeout short for a tail that offset gaps leave shorter still.
+            wanted = min(CONSUME_BATCH, job.max_records - processed, end - last_processed - 1)
+            batch = self.consumer.consume(wanted, timeout=CONSUME_TIMEOUT_S)
             if not batch:
                 if time.monotonic() - idle_since > job.stall_timeout_s:
                     raise CopyError(
@@ -267,99 +366,179 @@ def _copy_chunks(
                     )
                 continue
             idle_since = time.monotonic()
+            last = None if exact else _last_copied(batch, end, target)
             for message in batch:
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
-                        if message.offset() >= span.end:
+                        if message.offset() >= end:
                             reached_end = True
                             break
                         continue
                     raise KafkaException(error)
                 offset = message.offset()
-                if offset >= span.end:
+                if offset >= end:
                     reached_end = True
                     break
                 processed += 1
                 last_processed = offset
                 headers = message.headers()
-                if headers and _has_provenance(headers) and is_loop(headers, job.target):
-                    result.skipped_loops += 1
-                    continue
-                if job.provenance:
-                    headers = stamp_provenance(
-                        headers,
-                        source_alias=job.source,
-                        topic=span.topic,
-                        partition=span.partition,
-                        offset=offset,
-                    )
+                if headers is not None and _has_provenance(headers):
+                    if is_loop(headers, target):
+                        skipped += 1
+                        continue
+                    if fixed is not None:
+                        headers = stamp_provenance(
+                            headers,
+                            source_alias=job.source,
+                            topic=span.topic,
+                            partition=partition,
+                            offset=offset,
+                        )
+                elif fixed is not None:
+                    stamp = (SOURCE_OFFSET_HEADER, _pack_offset(offset))
+                    headers = [*fixed, stamp] if headers is None else [*headers, *fixed, stamp]
                 key = message.key()
                 value = message.value()
                 ts_type, ts = message.timestamp()
-                _produce(
-                    produce,
-                    producer,
-                    span.remote_topic,
-                    key,
-                    value,
-                    span.partition,
-                    headers,
-                    0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
-                    deliveries,
-                )
+                if exact:
+                    callback = reports
+                elif message is last or not ups:
+                    callback = reports
+                    reported_at.append(len(ups))
+                else:
+                    callback = None
+                try:
+                    produce(
+                        remote,
+                        value,
+                        key,
+                        partition,
+                        on_delivery=callback,
+                        timestamp=ts if ts_type else 0,
+                        headers=headers,
+                    )
+                except BufferError:
+                    self._produce_when_room(
+                        remote, value, key, partition, callback, ts if ts_type else 0, headers
+                    )
                 ups.append(offset)
                 chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            if not reached_end and last_processed >= span.end - 1:
+            if not reached_end and last_processed >= end - 1:
                 reached_end = True
-        producer.flush(CLIENT_TIMEOUT_S)
-        if deliveries.errors:
-            raise KafkaException(deliveries.errors[0])
-        if len(deliveries.offsets) != len(ups):
+        if reached_end:
+            last_processed = max(last_processed, end - 1)
+        chunk.last_processed = last_processed
+        chunk.reached_end = reached_end
+        chunk.bytes = chunk_bytes
+        chunk.skipped_loops = skipped
+        return chunk
+
+    def _produce_when_room(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int,
+        callback: _Reports | None,
+        timestamp: int,
+        headers: Any,
+    ) -> None:
+        while True:
+            self.producer.poll(0.01)
+            try:
+                self.producer.produce(
+                    topic,
+                    value,
+                    key,
+                    partition,
+                    on_delivery=callback,
+                    timestamp=timestamp,
+                    headers=headers,
+                )
+                return
+            except BufferError:
+                continue
+
+    def _downstream_offsets(self, chunk: _Chunk) -> Sequence[int] | None:
+        """Every produced record's target offset, or None when the chunk's records are not
+        provably consecutive on the target (so they must be copied again, reporting each)."""
+        reports = chunk.reports
+        if reports.errors:
+            raise KafkaException(reports.errors[0])
+        count = len(chunk.ups)
+        expected = len(chunk.reported_at) if chunk.reported_at else count
+        if len(reports.offsets) != expected:
             raise CopyError(
-                f"{len(ups) - len(deliveries.offsets)} records to {span.remote_topic}-{span.partition} "
+                f"{expected - len(reports.offsets)} records to {self.span.remote_topic}-{self.span.partition} "
                 "were not acknowledged"
             )
-        for up, down in zip(ups, deliveries.offsets, strict=True):
-            emitter.record(up, down)
-        emitter.boundary()
-        if reached_end:
-            last_processed = max(last_processed, span.end - 1)
-        syncs = emitter.drain() if job.offset_syncs_topic else []
-        _commit_chunk(job, span, producer, sync_producer, last_processed, progress_partitions, syncs, result)
-        result.records += len(ups)
-        result.bytes += chunk_bytes
+        if not chunk.reported_at:
+            return reports.offsets
+        offsets, marks = reports.offsets, chunk.reported_at
+        if marks[-1] != count - 1:
+            return None
+        first = offsets[0]
+        if any(offset - first != mark for offset, mark in zip(offsets, marks, strict=True)):
+            return None
+        return range(first, first + count)
+
+    def _commit(self, chunk: _Chunk, downs: Sequence[int]) -> None:
+        feed_runs(self.emitter, chunk.ups, downs)
+        self.emitter.boundary()
+        syncs = self.emitter.drain() if self.job.offset_syncs_topic else []
+        _commit_chunk(
+            self.job,
+            self.span,
+            self.producer,
+            self.sync_producer,
+            chunk.last_processed,
+            self.progress_partitions,
+            syncs,
+            self.result,
+        )
+        self.result.records += len(chunk.ups)
+        self.result.bytes += chunk.bytes
+        self.result.skipped_loops += chunk.skipped_loops
+
+
+def feed_runs(emitter: DenseSyncEmitter, ups: Sequence[int], downs: Sequence[int]) -> None:
+    """Give the emitter both ends of every run contiguous on both clusters, in order.
+
+    The emitter only ever emits run ends, so this yields exactly the syncs that feeding it every
+    (upstream, downstream) pair would, without a Python call per record."""
+    count = len(ups)
+    if count == 0:
+        return
+    if ups[-1] - ups[0] == count - 1 and downs[-1] - downs[0] == count - 1:
+        runs = [(0, count - 1)]
+    else:
+        runs = []
+        run_start = 0
+        for i in range(1, count):
+            if ups[i] - ups[i - 1] != 1 or downs[i] - downs[i - 1] != 1:
+                runs.append((run_start, i - 1))
+                run_start = i
+        runs.append((run_start, count - 1))
+    for first, last in runs:
+        emitter.record(ups[first], downs[first])
+        if last != first:
+            emitter.record(ups[last], downs[last])
+
+
+def _last_copied(batch: list[Message], end: int, target: str) -> Message | None:
+    """The batch's last record that the copy loop will produce (usually the last one)."""
+    for message in reversed(batch):
+        if message.error() is None and message.offset() < end:
+            headers = message.headers()
+            if headers is not None and _has_provenance(headers) and is_loop(headers, target):
+                continue
+            return message
+    return None
 
 
 def _has_provenance(headers: list[tuple[str, Any]]) -> bool:
     return any(name.startswith(HEADER_PREFIX) for name, _ in headers)
-
-
-def _produce(
-    produce: Callable[..., None],
-    producer: Producer,
-    topic: str,
-    key: bytes | None,
-    value: bytes | None,
-    partition: int,
-    headers: Any,
-    timestamp: int,
-    on_delivery: _Deliveries,
-) -> None:
-    while True:
-        try:
-            produce(
-                topic,
-                value=value,
-                key=key,
-                partition=partition,
-                headers=headers,
-                timestamp=timestamp,
-                on_delivery=on_delivery,
-            )
-            return
-        except BufferError:
-            producer.poll(0.05)
 
 
 def _commit_chunk(

@@ -15,7 +15,15 @@ from typing import Any
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import Plan
 
-TOTAL_FIELDS = ("records", "bytes", "transactions", "offset_syncs", "offset_sync_errors", "skipped_loops")
+TOTAL_FIELDS = (
+    "records",
+    "bytes",
+    "transactions",
+    "offset_syncs",
+    "offset_sync_errors",
+    "skipped_loops",
+    "interleaved_chunks",
+)
 
 
 @dataclass
