@@ -69,13 +69,18 @@ def test_connections_name_services_that_exist(compose: dict) -> None:
     services = set(compose["services"])
     env = compose["services"]["airflow-scheduler"]["environment"]
     conns = {k: json.loads(v) for k, v in env.items() if k.startswith("AIRFLOW_CONN_")}
-    assert {"AIRFLOW_CONN_PRIMARY_KAFKA", "AIRFLOW_CONN_BACKUP_KAFKA", "AIRFLOW_CONN_SPARK_DEFAULT"} <= set(conns)
+    assert {"AIRFLOW_CONN_PRIMARY_KAFKA", "AIRFLOW_CONN_BACKUP_KAFKA", "AIRFLOW_CONN_SPARK_DEFAULT"} <= set(
+        conns
+    )
     for key in ("AIRFLOW_CONN_PRIMARY_KAFKA", "AIRFLOW_CONN_BACKUP_KAFKA"):
         assert conns[key]["conn_type"] == "kafka"
         for server in conns[key]["extra"]["bootstrap.servers"].split(","):
             host, port = server.rsplit(":", 1)
             assert host in services, f"{key} points at {host}, which is not a service"
-            assert f"INTERNAL://{host}:{port}" in compose["services"][host]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+            assert (
+                f"INTERNAL://{host}:{port}"
+                in compose["services"][host]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+            )
     spark = conns["AIRFLOW_CONN_SPARK_DEFAULT"]
     assert spark["conn_type"] == "spark"
     assert spark["host"].removeprefix("spark://") in services
