@@ -1,0 +1,122 @@
+"""The replication status page, its JSON and Prometheus metrics, as a FastAPI app.
+
+The plugin in plugins/ mounts it in Airflow's api-server under /mirrorflow. Airflow tasks have
+no shared store with the api-server, so everything shown is read from Kafka (heartbeat topics
+and the run-records topic, see mirrorflow.control.mirror_client) and cached briefly, so a page
+refresh or a scrape does not re-read every cluster.
+
+/status and /ui need an Airflow login (the api-server's own check); /metrics is for scrapers,
+which cannot log in: set MIRRORFLOW_METRICS_TOKEN to require `Authorization: Bearer <token>`,
+or keep the endpoint behind network controls.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from mirrorflow import metrics
+from mirrorflow.config import MirrorConfig
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.control.mirror_client import MirrorStatus, mirror_status
+
+CACHE_S = 15.0
+READ_TIMEOUT_S = 5.0  # an unreachable cluster must not hold the page for long
+TOKEN_ENV = "MIRRORFLOW_METRICS_TOKEN"
+
+
+class StatusCache:
+    """One status snapshot at a time, refreshed when older than `max_age_s`."""
+
+    def __init__(
+        self,
+        load_config: Callable[[], MirrorConfig],
+        connection_extra: ConnectionExtra | None,
+        max_age_s: float = CACHE_S,
+    ) -> None:
+        self.load_config = load_config
+        self.connection_extra = connection_extra
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._snapshot: tuple[float, MirrorStatus] | None = None
+
+    def get(self) -> MirrorStatus:
+        with self._lock:
+            if self._snapshot is None or time.monotonic() - self._snapshot[0] > self.max_age_s:
+                status = mirror_status(
+                    self.load_config(), connection_extra=self.connection_extra, timeout_s=READ_TIMEOUT_S
+                )
+                self._snapshot = (time.monotonic(), status)
+            return self._snapshot[1]
+
+
+def create_app(
+    load_config: Callable[[], MirrorConfig],
+    *,
+    connection_extra: ConnectionExtra | None = None,
+    login_required: Callable[..., Any] | None = None,
+    max_age_s: float = CACHE_S,
+) -> FastAPI:
+    """`login_required` is a FastAPI dependency (Airflow's requires_authenticated in the plugin)."""
+    cache = StatusCache(load_config, connection_extra, max_age_s)
+    guarded = [Depends(login_required)] if login_required is not None else []
+    app = FastAPI(title="mirrorflow status", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/status", dependencies=guarded)
+    def status() -> JSONResponse:
+        return JSONResponse(cache.get().to_dict())
+
+    @app.get("/metrics")
+    def prometheus(authorization: str | None = Header(default=None)) -> Response:
+        token = os.environ.get(TOKEN_ENV)
+        if token and not hmac.compare_digest(authorization or "", f"Bearer {token}"):
+            raise HTTPException(status_code=401, detail=f"send Authorization: Bearer <{TOKEN_ENV}>")
+        return Response(metrics.render(cache.get()), media_type="text/plain; version=0.0.4")
+
+    @app.get("/ui", dependencies=guarded)
+    def ui() -> HTMLResponse:
+        return HTMLResponse(PAGE)
+
+    return app
+
+
+PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>mirrorflow replication status</title>
+<style>
+ body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1f24}
+ table{border-collapse:collapse;margin:.5rem 0 1.5rem}
+ th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;font-size:.9rem}
+ th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647}
+</style></head>
+<body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
+<h2>Flows</h2><table id="flows"><tr><th>flow</th><th>last run</th><th>finished</th>
+<th>records</th><th>failed partitions</th><th>lag left</th></tr></table>
+<h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
+<th>newest heartbeat age (s)</th><th>via</th></tr></table>
+<script>
+function cell(row, text, cls){const td=row.insertCell();td.textContent=text;if(cls)td.className=cls;}
+fetch("status").then(r=>r.json()).then(s=>{
+  document.getElementById("when").textContent="as of "+new Date(s.generated_ms).toISOString();
+  const flows=document.getElementById("flows");
+  for(const f of s.flows){const r=flows.insertRow();cell(r,f.flow);
+    if(f.error){cell(r,f.error,"bad");continue;}
+    if(!f.last_run){cell(r,"no run yet");continue;}
+    const t=f.last_run.totals, lag=Object.values(f.last_run.lag_left||{}).reduce((a,b)=>a+b,0);
+    cell(r,f.last_run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
+    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");}
+  const clusters=document.getElementById("clusters");
+  for(const c of s.clusters){
+    if(c.error){const r=clusters.insertRow();cell(r,c.alias);cell(r,c.error,"bad");continue;}
+    if(!c.upstreams.length){const r=clusters.insertRow();cell(r,c.alias);cell(r,"no upstream clusters");}
+    for(const u of c.upstreams){const r=clusters.insertRow();cell(r,c.alias);cell(r,u.alias);cell(r,u.hops);
+      cell(r,u.age_s===null?"-":u.age_s.toFixed(1));cell(r,u.via||"-");}}
+}).catch(e=>{document.getElementById("when").textContent="status unavailable: "+e;});
+</script></body></html>
+"""

@@ -1,0 +1,86 @@
+"""Prometheus metrics from a replication status (mirrorflow.control.mirror_client.MirrorStatus).
+
+Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app serves these on
+/metrics. Everything comes from one status snapshot: the last run of every flow (its figures
+and the lag it left) and every cluster's upstreams (heartbeat age, hops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from mirrorflow.control.mirror_client import MirrorStatus
+
+
+class StatusCollector(Collector):
+    def __init__(self, status: MirrorStatus) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        status = self.status
+        up = GaugeMetricFamily(
+            "mirrorflow_cluster_up", "1 if the cluster answered the status read", labels=["cluster"]
+        )
+        age = GaugeMetricFamily(
+            "mirrorflow_heartbeat_age_seconds",
+            "Age of the newest heartbeat that reached the cluster from an upstream cluster",
+            labels=["cluster", "upstream"],
+        )
+        hops = GaugeMetricFamily(
+            "mirrorflow_replication_hops",
+            "Replication hops from an upstream cluster",
+            labels=["cluster", "upstream"],
+        )
+        for cluster in status.clusters:
+            up.add_metric([cluster.alias], 0.0 if cluster.error else 1.0)
+            for upstream in cluster.upstreams:
+                if upstream.age_s is not None:
+                    age.add_metric([cluster.alias, upstream.alias], upstream.age_s)
+                hops.add_metric([cluster.alias, upstream.alias], float(upstream.hops))
+        yield up
+        yield age
+        yield hops
+
+        labels = ["flow"]
+        last = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_timestamp_seconds",
+            "When the flow's last run summary was written",
+            labels=labels,
+        )
+        records = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_records", "Records copied by the last run", labels=labels
+        )
+        copied = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_bytes", "Bytes copied by the last run", labels=labels
+        )
+        failed = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_failed_partitions",
+            "Partitions the last run failed to copy",
+            labels=labels,
+        )
+        lag = GaugeMetricFamily(
+            "mirrorflow_flow_lag_records",
+            "Offsets still to copy when the last run ended, per source topic",
+            labels=["flow", "topic"],
+        )
+        for flow in status.flows:
+            if flow.last_run is None or flow.last_run_ms is None:
+                continue
+            totals = flow.last_run.get("totals", {})
+            last.add_metric([flow.flow], flow.last_run_ms / 1000)
+            records.add_metric([flow.flow], float(totals.get("records", 0)))
+            copied.add_metric([flow.flow], float(totals.get("bytes", 0)))
+            failed.add_metric([flow.flow], float(totals.get("failed_partitions", 0)))
+            for topic, left in sorted(flow.last_run.get("lag_left", {}).items()):
+                lag.add_metric([flow.flow, topic], float(left))
+        yield from (last, records, copied, failed, lag)
+
+
+def render(status: MirrorStatus) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatusCollector(status))
+    return generate_latest(registry)

@@ -1,0 +1,71 @@
+"""The status page app (JSON, Prometheus metrics, HTML) on real devbrokers after a real run."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import HTTPException
+from fastapi.testclient import TestClient
+
+from mirrorflow.airflow.status_app import TOKEN_ENV, create_app
+from mirrorflow.control.heartbeats import emit_heartbeats
+
+from .kafkatools import create_topics, produce
+from .mirror_setup import mm2_config, replicate_once
+
+
+@pytest.fixture
+def replicated(kafka_clusters, unique):
+    a, b = kafka_clusters(2)
+    topic = unique("orders")
+    create_topics(a.bootstrap, (topic, 2))
+    produce(a.bootstrap, topic, [{"value": f"{i}".encode(), "partition": i % 2} for i in range(50)])
+    config = mm2_config([a, b], ["A->B"])
+    summary = replicate_once(config, "A", "B", run_id="status-run")
+    emit_heartbeats(list(config.heartbeat_flows), duration_s=0)
+    return config, topic, summary
+
+
+def test_status_json_metrics_and_page(replicated, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, topic, summary = replicated
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    client = TestClient(create_app(lambda: config))
+
+    status = client.get("/status").json()
+    (flow,) = status["flows"]
+    assert flow["flow"] == "A->B" and flow["last_run"]["run_id"] == "status-run"
+    assert flow["last_run"]["totals"]["records"] == 50
+
+    text = client.get("/metrics").text
+    assert 'mirrorflow_flow_last_run_records{flow="A->B"} 50.0' in text
+    assert 'mirrorflow_flow_last_run_failed_partitions{flow="A->B"} 0.0' in text
+    assert f'mirrorflow_flow_lag_records{{flow="A->B",topic="{topic}"}} 0.0' in text
+    assert 'mirrorflow_cluster_up{cluster="A"} 1.0' in text
+
+    page = client.get("/ui")
+    assert page.status_code == 200 and 'fetch("status")' in page.text
+
+
+def test_metrics_token_and_login(replicated, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _, _ = replicated
+
+    def no_login() -> None:
+        raise HTTPException(status_code=401, detail="log in")
+
+    client = TestClient(create_app(lambda: config, login_required=no_login))
+    assert client.get("/status").status_code == 401
+    assert client.get("/ui").status_code == 401
+    monkeypatch.setenv(TOKEN_ENV, "s3cret")
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_unreachable_cluster_is_reported_not_fatal(kafka_clusters) -> None:
+    (a,) = kafka_clusters(1)
+
+    class Gone:
+        alias, bootstrap = "B", "127.0.0.1:1"
+
+    config = mm2_config([a, Gone()], ["A->B"])
+    status = TestClient(create_app(lambda: config)).get("/status").json()
+    assert {c["alias"]: bool(c["error"]) for c in status["clusters"]} == {"A": False, "B": True}
