@@ -28,7 +28,7 @@ demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m mirrorflow.demo
 
 test: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2
 
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/run_all.py

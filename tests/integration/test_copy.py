@@ -147,13 +147,10 @@ def test_loop_prevention_skips_records_that_came_from_the_target(clusters) -> No
     src, dst = clusters
     create_topics(src.bootstrap, ("orders", 1))
     create_topics(dst.bootstrap, ("orders", 1))
-    from_b = [
-        ("mirrorflow.origin", b"B"),
-        ("mirrorflow.path", b"B"),
-        ("mirrorflow.source.topic", b"orders"),
-        ("mirrorflow.source.partition", struct.pack(">i", 0)),
-        ("mirrorflow.source.offset", struct.pack(">q", 5)),
-    ]
+    produced_on_b = (
+        bytes([1]) + struct.pack(">qi", 5, 0) + struct.pack(">h", 6) + b"orders" + struct.pack(">h", 1) + b"B"
+    )
+    from_b = [("mirrorflow.provenance", produced_on_b)]
     produce(
         src.bootstrap,
         "orders",

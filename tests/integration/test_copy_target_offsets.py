@@ -145,14 +145,16 @@ def test_chunks_alone_on_the_target_are_copied_once(setup) -> None:
 def test_headers_are_exactly_what_stamp_provenance_writes(setup) -> None:
     remote = f"A.{setup.topic}"
     create_topics(setup.dst.bootstrap, (remote, 1))
-    from_x = [
-        ("mirrorflow.origin", b"X"),
-        ("trace", b"t1"),
-        ("mirrorflow.path", b"X,Y"),
-        ("mirrorflow.source.topic", b"orders"),
-        ("mirrorflow.source.partition", struct.pack(">i", 3)),
-        ("mirrorflow.source.offset", struct.pack(">q", 42)),
-    ]
+    # A record that went X -> Y before reaching A: its header as the documented bytes.
+    value = (
+        bytes([1])
+        + struct.pack(">qi", 42, 3)
+        + struct.pack(">h", 6)
+        + b"orders"
+        + struct.pack(">h", 3)
+        + b"X,Y"
+    )
+    from_x = [("trace", b"t1"), ("mirrorflow.provenance", value)]
     records = [
         {"value": b"plain"},
         {"value": b"user", "headers": [("trace", b"t0"), ("empty", None), ("trace", b"again")]},

@@ -40,7 +40,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
-    SOURCE_OFFSET_HEADER,
+    PROVENANCE_HEADER,
+    fresh_stamp,
     is_loop,
     stamp_provenance,
 )
@@ -57,7 +58,9 @@ CLIENT_TIMEOUT_S = 60.0
 # them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
 # fetch.queue.backoff.ms (1 s by default) before it fetches again, while a copy drains that
 # queue in a fraction of the time: with the default, a single-partition copy mostly waits.
-CONSUMER_DEFAULTS: dict[str, object] = {"fetch.queue.backoff.ms": 10}
+# A copy reads one partition at a time, so a fetch carries at most max.partition.fetch.bytes
+# (1 MiB by default); 8 MiB means an eighth of the fetch requests for both sides to handle.
+CONSUMER_DEFAULTS: dict[str, object] = {"fetch.queue.backoff.ms": 10, "max.partition.fetch.bytes": 8 << 20}
 
 _pack_offset = struct.Struct(">q").pack
 
@@ -303,14 +306,11 @@ class _PartitionCopy:
         self.progress_partitions = progress_partitions
         self.result = result
         self.emitter = DenseSyncEmitter()
-        self.fixed_headers: list[tuple[str, bytes]] | None = None
+        # For records that carry no provenance yet, the header value is the same but for the
+        # offset: `prefix + offset + suffix`, as policy.provenance lays it out.
+        self.stamp: tuple[bytes, bytes] | None = None
         if job.provenance:
-            # Every header but the offset is the same for all records that carry no provenance
-            # yet; taking them from stamp_provenance keeps the bytes exactly its own.
-            template = stamp_provenance(
-                None, source_alias=job.source, topic=span.topic, partition=span.partition, offset=0
-            )
-            self.fixed_headers = template[:-1]  # type: ignore[assignment]
+            self.stamp = fresh_stamp(job.source, span.topic, span.partition)
 
     def run(self, start: int) -> None:
         # At-least-once cannot abort a chunk, so it can never copy one again: it reports per record.
@@ -340,7 +340,7 @@ class _PartitionCopy:
         end = span.end
         target = job.target
         remote, partition = span.remote_topic, span.partition
-        fixed = self.fixed_headers
+        stamp = self.stamp
         produce = self.producer.produce
         chunk = _Chunk(last_processed=position - 1)
         ups = chunk.ups
@@ -387,7 +387,7 @@ class _PartitionCopy:
                     if is_loop(headers, target):
                         skipped += 1
                         continue
-                    if fixed is not None:
+                    if stamp is not None:
                         headers = stamp_provenance(
                             headers,
                             source_alias=job.source,
@@ -395,9 +395,9 @@ class _PartitionCopy:
                             partition=partition,
                             offset=offset,
                         )
-                elif fixed is not None:
-                    stamp = (SOURCE_OFFSET_HEADER, _pack_offset(offset))
-                    headers = [*fixed, stamp] if headers is None else [*headers, *fixed, stamp]
+                elif stamp is not None:
+                    header = (PROVENANCE_HEADER, stamp[0] + _pack_offset(offset) + stamp[1])
+                    headers = [header] if headers is None else [*headers, header]
                 key = message.key()
                 value = message.value()
                 ts_type, ts = message.timestamp()
