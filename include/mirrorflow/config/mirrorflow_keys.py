@@ -111,7 +111,7 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "boolean",
         True,
         parse_bool,
-        "Stamp copied records with mirrorflow.* provenance headers and never copy a record back where it has been.",
+        "Stamp copied records with the mirrorflow.provenance header and never copy a record back where it has been.",
     ),
     MirrorflowKey(
         f"<alias>.{AIRFLOW_CONNECTION_KEY}",
