@@ -55,3 +55,17 @@ def test_summary_counts_per_topic() -> None:
         [PartitionSpan("t", 0, "A.t", 0, 250), PartitionSpan("t", 1, "A.t", 0, 50, lost=3)], max_records=100
     )
     assert plan.summary() == {"t": {"partitions": 2, "pending": 300, "ranges": 4, "lost": 3}}
+
+
+def test_report_counts_partitions_that_stopped_short_as_failed() -> None:
+    from mirrorflow.replicate.copy import UnitResult
+    from mirrorflow.replicate.report import RunReport
+
+    plan = _plan([PartitionSpan("t", 0, "A.t", 0, 10), PartitionSpan("t", 1, "A.t", 0, 10)])
+    done = UnitResult("t", 0, "A.t", 0, 10, progress=9, records=10)
+    short = UnitResult("t", 1, "A.t", 0, 10, progress=4, records=5)
+    report = RunReport.from_results(plan, [done, short], 0, 1)
+    assert [u["partition"] for u in report.failed] == [1]
+    assert "before the planned end 10" in report.failed[0]["error"]
+    assert report.per_topic()["t"]["failed"] == 1
+    assert report.totals()["failed_partitions"] == 1

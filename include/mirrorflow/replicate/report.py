@@ -109,8 +109,9 @@ class RunReport:
         totals["failed_partitions"] = len(self.failed)
         return totals
 
-    def per_topic(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
+    def per_topic(self) -> dict[str, dict[str, Any]]:
+        failed = {(u["topic"], u["partition"]) for u in self.failed}
+        out: dict[str, dict[str, Any]] = {}
         for unit in self.units:
             row = out.setdefault(
                 unit["topic"],
@@ -121,11 +122,11 @@ class RunReport:
                     "bytes": 0,
                     "failed": 0,
                 },
-            )  # type: ignore[dict-item]
+            )
             row["partitions"] += 1
             row["records"] += unit["records"]
             row["bytes"] += unit["bytes"]
-            row["failed"] += 1 if unit.get("error") else 0
+            row["failed"] += (unit["topic"], unit["partition"]) in failed
         return out
 
     def summary(self) -> dict[str, Any]:
