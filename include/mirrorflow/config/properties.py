@@ -1,7 +1,7 @@
 """Reading a properties file exactly as java.util.Properties (and so MM2) does.
 
 jproperties follows java.util.Properties for `#`/`!` full-line comments (never inline),
-backslash continuations (leading whitespace of the next line dropped), `\\uXXXX` and the other
+backslash continuations (leading whitespace of the next line dropped), `\\u` escapes (four hex digits) and the other
 escapes, the `=`, `:` and whitespace separators, and "last occurrence wins". It differs in one
 place that real files hit: a comment starting `#:` or `!:` is parsed as jproperties metadata,
 and `#:` with nothing after it is a parse error. Java treats both as plain comments; so does

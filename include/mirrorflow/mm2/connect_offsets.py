@@ -150,7 +150,7 @@ def jackson_string(text: str) -> str:
 
     Unlike Python's json module: control characters other than \\b \\t \\n \\f \\r become
     \\u00XX with upper-case hex, non-ASCII stays raw (UTF-8), and UTF-16 surrogates, which is
-    every character above U+FFFF, are written as \\uXXXX escapes (upper-case), one per code
+    every character above U+FFFF, are written as \\u escapes (four upper-case hex digits), one per code
     unit, since Jackson escapes surrogate chars instead of combining them.
     """
     out = ['"']
