@@ -144,6 +144,42 @@ def produce(
     return response.responses[0].partition_responses[0]
 
 
+def fetch(
+    client: RawClient,
+    topic: str,
+    offset: int = 0,
+    *,
+    max_bytes: int = 1 << 20,
+    partition_max: int = 1 << 20,
+    isolation: int = 0,
+    partitions: tuple[int, ...] = (0,),
+) -> Any:
+    """One sessionless Fetch v12 for `partitions` of one topic, answered at once (max_wait 0)."""
+    return client.request(
+        1,
+        12,
+        {
+            "max_wait": 0,
+            "min_bytes": 0,
+            "max_bytes": max_bytes,
+            "isolation_level": isolation,
+            "session_id": 0,
+            "session_epoch": -1,
+            "forgotten_topics_data": [],
+            "rack_id": "",
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max}
+                        for p in partitions
+                    ],
+                }
+            ],
+        },
+    )
+
+
 def create_topic(
     client: RawClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None
 ) -> Any:

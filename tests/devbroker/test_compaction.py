@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from crc32c import crc32c
 from dbhelpers import consume_all, create_topic, running_broker
 from kafka import KafkaConsumer, TopicPartition
-from raw_protocol import RawClient
+from raw_protocol import RawClient, fetch
 
 from devbroker import batches
 from devbroker.launcher import DevBroker
@@ -99,26 +99,7 @@ def test_compressed_batches_keep_their_codec(broker: DevBroker, unique, codec: s
         (b"k%d" % i, b"v%d" % (35 + i)) for i in range(5)
     ]
     with RawClient(broker.bootstrap) as client:
-        response = client.request(
-            1,
-            12,
-            {
-                "max_wait": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "forgotten_topics_data": [],
-                "rack_id": "",
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
-                    }
-                ],
-            },
-        )
+        response = fetch(client, topic)
     data = response.responses[0].partitions[0].records
     batch = data[: struct.unpack_from(">i", data, 8)[0] + 12]
     info = batches.parse_header(batch)

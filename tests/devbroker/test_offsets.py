@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from dbhelpers import admin, consume_all, create_topic, running_broker
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
-from raw_protocol import RawClient, produce, record_batch
+from raw_protocol import RawClient, fetch, produce, record_batch
 from raw_protocol import create_topic as raw_create_topic
 
 from devbroker.launcher import DevBroker
@@ -110,26 +110,7 @@ def test_delete_records(broker: DevBroker, unique) -> None:
     with RawClient(broker.bootstrap) as raw:
         assert list_offsets(raw, topic, -2)[1] == 4
         assert list_offsets(raw, topic, 1)[1] == 4  # timestamp lookups never return deleted offsets
-        response = raw.request(
-            1,
-            12,
-            {
-                "max_wait": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "forgotten_topics_data": [],
-                "rack_id": "",
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [{"partition": 0, "fetch_offset": 2, "partition_max_bytes": 1000}],
-                    }
-                ],
-            },
-        )
+        response = fetch(raw, topic, 2, partition_max=1000)
         part = response.responses[0].partitions[0]
         assert (part.error_code, part.log_start_offset) == (1, 4)
         beyond = raw.request(

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from dbhelpers import consume_all, create_topic, running_broker
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from raw_protocol import RawClient, produce, record_batch
+from raw_protocol import RawClient, fetch, produce, record_batch
 from raw_protocol import create_topic as raw_create_topic
 
 from devbroker import batches
@@ -126,28 +126,14 @@ def fetch_bytes(
     isolation: int = 0,
     partitions: tuple[int, ...] = (0,),
 ) -> bytes:
-    response = client.request(
-        1,
-        12,
-        {
-            "max_wait": 0,
-            "min_bytes": 0,
-            "max_bytes": max_bytes,
-            "isolation_level": isolation,
-            "session_id": 0,
-            "session_epoch": -1,
-            "forgotten_topics_data": [],
-            "rack_id": "",
-            "topics": [
-                {
-                    "topic": topic,
-                    "partitions": [
-                        {"partition": p, "fetch_offset": offset, "partition_max_bytes": partition_max}
-                        for p in partitions
-                    ],
-                }
-            ],
-        },
+    response = fetch(
+        client,
+        topic,
+        offset,
+        max_bytes=max_bytes,
+        partition_max=partition_max,
+        isolation=isolation,
+        partitions=partitions,
     )
     return b"".join(p.records or b"" for p in response.responses[0].partitions)
 
@@ -264,28 +250,7 @@ def test_fetch_limits_return_the_first_batch_even_if_larger(broker: DevBroker, u
         one = len(record_batch([b"x" * 1000]))
         # partition_max_bytes smaller than one batch: the first partition still gets one batch,
         # the second (response already holds data) gets none.
-        response = client.request(
-            1,
-            12,
-            {
-                "max_wait": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "forgotten_topics_data": [],
-                "rack_id": "",
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [
-                            {"partition": p, "fetch_offset": 0, "partition_max_bytes": 10} for p in (0, 1)
-                        ],
-                    }
-                ],
-            },
-        )
+        response = fetch(client, topic, partition_max=10, partitions=(0, 1))
         sizes = [len(p.records or b"") for p in response.responses[0].partitions]
         assert sizes == [one, 0]
         # max_bytes caps the whole response at whole batches
@@ -298,26 +263,7 @@ def test_fetch_out_of_range(broker: DevBroker, unique) -> None:
     with RawClient(broker.bootstrap) as client:
         raw_create_topic(client, topic)
         produce(client, topic, 0, record_batch([b"a", b"b"]))
-        response = client.request(
-            1,
-            12,
-            {
-                "max_wait": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "forgotten_topics_data": [],
-                "rack_id": "",
-                "topics": [
-                    {
-                        "topic": topic,
-                        "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1000}],
-                    }
-                ],
-            },
-        )
+        response = fetch(client, topic, 5, partition_max=1000)
         part = response.responses[0].partitions[0]
         assert part.error_code == 1  # OFFSET_OUT_OF_RANGE
         assert part.high_watermark == 2

@@ -13,6 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartitio
 from raw_protocol import (
     RawClient,
     describe_transaction,
+    fetch,
     init_producer_id,
     produce,
     record_batch,
@@ -153,32 +154,7 @@ def test_open_transaction_holds_back_the_last_stable_offset(broker: DevBroker, u
         assert values(broker.bootstrap, topic, "read_committed") == [b"plain-1", b"plain-2"]
         assert end_txn(client, tid, pid, epoch, commit=False) == 0
         assert list_offset(client, topic, 1) == 6  # after the abort marker
-        fetched = (
-            client.request(
-                1,
-                12,
-                {
-                    "max_wait": 0,
-                    "min_bytes": 0,
-                    "max_bytes": 1 << 20,
-                    "isolation_level": 1,
-                    "session_id": 0,
-                    "session_epoch": -1,
-                    "forgotten_topics_data": [],
-                    "rack_id": "",
-                    "topics": [
-                        {
-                            "topic": topic,
-                            "partitions": [
-                                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
-                            ],
-                        }
-                    ],
-                },
-            )
-            .responses[0]
-            .partitions[0]
-        )
+        fetched = fetch(client, topic, isolation=1).responses[0].partitions[0]
         assert [(a.producer_id, a.first_offset) for a in fetched.aborted_transactions] == [(pid, 2)]
         assert fetched.last_stable_offset == 6
     assert values(broker.bootstrap, topic, "read_committed") == [b"plain-1", b"plain-2", b"plain-3"]
