@@ -43,40 +43,44 @@ def _matches(pattern: re.Pattern[str] | None, name: str) -> bool:
     return pattern is not None and pattern.fullmatch(name) is not None
 
 
-class TopicFilter:
+class _IncludeExclude:
+    """MM2's default filters: names the include list matches, minus those the exclude list does."""
+
+    def __init__(self, include: Sequence[str], exclude: Sequence[str]) -> None:
+        self.include = tuple(include)
+        self.exclude = tuple(exclude)
+        self._include = compile_pattern_list(self.include)
+        self._exclude = compile_pattern_list(self.exclude)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(include={self.include!r}, exclude={self.exclude!r})"
+
+    def _wants(self, name: str) -> bool:
+        return _matches(self._include, name) and not _matches(self._exclude, name)
+
+
+class TopicFilter(_IncludeExclude):
     """DefaultTopicFilter: `topics` minus `topics.exclude`."""
 
     def __init__(
         self, include: Sequence[str] = TOPICS_DEFAULT, exclude: Sequence[str] = TOPICS_EXCLUDE_DEFAULT
     ) -> None:
-        self.include = tuple(include)
-        self.exclude = tuple(exclude)
-        self._include = compile_pattern_list(self.include)
-        self._exclude = compile_pattern_list(self.exclude)
-
-    def __repr__(self) -> str:
-        return f"TopicFilter(include={self.include!r}, exclude={self.exclude!r})"
+        super().__init__(include, exclude)
 
     def should_replicate_topic(self, topic: str) -> bool:
-        return _matches(self._include, topic) and not _matches(self._exclude, topic)
+        return self._wants(topic)
 
 
-class GroupFilter:
+class GroupFilter(_IncludeExclude):
     """DefaultGroupFilter: `groups` minus `groups.exclude`."""
 
     def __init__(
         self, include: Sequence[str] = GROUPS_DEFAULT, exclude: Sequence[str] = GROUPS_EXCLUDE_DEFAULT
     ) -> None:
-        self.include = tuple(include)
-        self.exclude = tuple(exclude)
-        self._include = compile_pattern_list(self.include)
-        self._exclude = compile_pattern_list(self.exclude)
-
-    def __repr__(self) -> str:
-        return f"GroupFilter(include={self.include!r}, exclude={self.exclude!r})"
+        super().__init__(include, exclude)
 
     def should_replicate_group(self, group: str) -> bool:
-        return _matches(self._include, group) and not _matches(self._exclude, group)
+        return self._wants(group)
 
 
 class ConfigPropertyFilter:
