@@ -50,8 +50,8 @@ import confluent_kafka
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from devbroker.launcher import DevBroker
+
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
 from mirrorflow.replicate import runs, service

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from devbroker.launcher import DevBroker
 from rich.console import Console
 from rich.table import Table
 
-from devbroker.launcher import DevBroker
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.control.checkpoints import checkpoint_pass

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Spark 4 needs Java 17 or newer. Use what is there; otherwise install Debian's headless
-# JRE when we may (root or passwordless sudo), else say exactly what to do.
+# Spark 4 and Kafka need Java 17 or newer, and the MM2 interoperability tests compile a small
+# Java program (javac). Use what is there; otherwise install Debian's headless JDK when we may
+# (root or passwordless sudo), else say exactly what to do.
 set -euo pipefail
 
 java_major() {
     java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
 }
 
-if command -v java >/dev/null 2>&1 && [ "$(java_major)" -ge 17 ]; then
+if command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 && [ "$(java_major)" -ge 17 ]; then
     exit 0
 fi
 
@@ -17,15 +18,15 @@ if command -v apt-get >/dev/null 2>&1; then
     elif sudo -n true 2>/dev/null; then
         SUDO="sudo -n"
     else
-        echo "Java 17+ is required by Spark and was not found; install it with:" >&2
-        echo "  sudo apt-get install -y openjdk-17-jre-headless" >&2
+        echo "A Java 17+ JDK (java and javac) is required and was not found; install it with:" >&2
+        echo "  sudo apt-get install -y openjdk-17-jdk-headless" >&2
         exit 1
     fi
-    echo "Installing a headless Java 17 runtime (Spark needs it)..." >&2
+    echo "Installing a Java 17 JDK (Spark and Kafka run on it; MM2 interop tests compile a small Java program)..." >&2
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
     exit 0
 fi
 
-echo "Java 17+ is required by Spark and was not found. Install a JDK/JRE 17 or newer and put java on PATH." >&2
+echo "A Java 17+ JDK is required (Spark, Kafka, javac) and was not found. Install one and put java and javac on PATH." >&2
 exit 1

@@ -1,38 +1,58 @@
-"""Shared fixtures: Kafka clusters for integration tests.
+"""Shared fixtures: real Apache Kafka clusters (KRaft, started by localkafka) for integration tests.
 
-By default every cluster is a devbroker process on a free 127.0.0.1 port, stopped when the
-test (or session) ends. Set MIRRORFLOW_TEST_BOOTSTRAP_A, _B and _C to run the same tests
-against real Kafka clusters instead; tests that need to restart or reach into a broker
-(marked `devbroker_only`) are then deselected.
+Each xdist worker starts up to four single-node clusters (aliases A-D) the first time a test
+asks for them and stops them when the session ends:
+
+- `shared_clusters`: A, B and C as they are, for tests that only create uniquely named topics
+  and groups;
+- `kafka_clusters(n)`: the first n of them emptied first (every topic, consumer group and ACL
+  of earlier tests deleted), for tests that use fixed names such as `heartbeats` or
+  `A.checkpoints.internal`; a cluster a test stopped is started again on its data dir;
+- `local_kafka(...)`: a cluster of the test's own, started fresh and stopped after it, for
+  tests that restart, kill, reconfigure or secure brokers.
+
+Set MIRRORFLOW_TEST_BOOTSTRAP_A, _B and _C to run against clusters of your own instead: only
+the tests on `shared_clusters` run then (nothing is ever deleted from your clusters); tests that
+need emptied or local clusters are deselected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
-from devbroker.launcher import DevBroker
+from localkafka import LocalKafka
+from localkafka.settings import QUICK_CLUSTER
 
 # Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="mirrorflow-test-airflow-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 ALIASES = ("A", "B", "C", "D")
-# Group rebalances wait group.initial.rebalance.delay.ms (Kafka: 3 s) before the first
-# assignment; the test brokers use 0 as Kafka's own test and docker setups do.
-TEST_BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
+TEST_BROKER_OVERRIDES = QUICK_CLUSTER
 
 
 @dataclasses.dataclass
 class Cluster:
     alias: str
     bootstrap: str
-    broker: DevBroker | None = None
+    kafka: LocalKafka | None = None
 
     def client_config(self, **extra: object) -> dict[str, object]:
         return {"bootstrap.servers": self.bootstrap, **extra}
@@ -48,76 +68,129 @@ def real_cluster_bootstraps() -> dict[str, str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "devbroker_only: needs devbroker processes (restart, data dir, internals)"
+        "markers", "local_kafka: needs clusters this run starts (restarts, broker settings, log dirs)"
     )
+
+
+LOCAL_ONLY_FIXTURES = {"kafka_clusters", "local_kafka"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not real_cluster_bootstraps():
         return
-    deselected = [item for item in items if item.get_closest_marker("devbroker_only")]
+    keep, deselected = [], []
+    for item in items:
+        local = item.get_closest_marker("local_kafka") or LOCAL_ONLY_FIXTURES & set(
+            getattr(item, "fixturenames", ())
+        )
+        (deselected if local else keep).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("devbroker_only")]
+        items[:] = keep
 
 
-@pytest.fixture
-def devbroker_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., DevBroker]]:
-    """Start devbrokers on demand; every one started is stopped at teardown."""
-    started: list[DevBroker] = []
-
-    def start(*, data_dir: bool | str = False, **kwargs: object) -> DevBroker:
-        overrides = {**TEST_BROKER_OVERRIDES, **kwargs.pop("overrides", {})}  # type: ignore[dict-item]
-        path = None
-        if data_dir is True:
-            path = tmp_path_factory.mktemp("devbroker-data")
-        elif data_dir:
-            path = data_dir
-        broker = DevBroker(data_dir=path, overrides=overrides, **kwargs)  # type: ignore[arg-type]
-        started.append(broker)
-        return broker.start()
-
-    yield start
-    for broker in started:
-        broker.stop()
-
-
-def _start_clusters(count: int, factory: Callable[..., DevBroker]) -> list[Cluster]:
-    real = real_cluster_bootstraps()
-    if real:
-        missing = [alias for alias in ALIASES[:count] if alias not in real]
-        if missing:
-            pytest.fail(f"real-cluster mode needs MIRRORFLOW_TEST_BOOTSTRAP_{missing[0]} for this test")
-        return [Cluster(alias, real[alias]) for alias in ALIASES[:count]]
-    clusters = []
-    for alias in ALIASES[:count]:
-        broker = factory(cluster_id=f"devbroker-{alias.lower()}")
-        clusters.append(Cluster(alias, broker.bootstrap, broker))
-    return clusters
+def empty_cluster(bootstrap: str, timeout: float = 30.0) -> None:
+    """Delete every topic (but Kafka's own), consumer group and ACL, and wait until they are gone."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    topics = [t for t in admin.list_topics(timeout=timeout).topics if not t.startswith("__")]
+    if topics:
+        for future in admin.delete_topics(topics, operation_timeout=timeout).values():
+            try:
+                future.result(timeout)
+            except KafkaException as exc:
+                if "UNKNOWN_TOPIC" not in str(exc):
+                    raise
+    groups = [g.group_id for g in admin.list_consumer_groups(request_timeout=timeout).result(timeout).valid]
+    if groups:
+        for future in admin.delete_consumer_groups(groups, request_timeout=timeout).values():
+            # A group with live members (a consumer a test left open) expires on its own.
+            with contextlib.suppress(KafkaException):
+                future.result(timeout)
+    any_acl = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    try:
+        admin.delete_acls([any_acl], request_timeout=timeout)[any_acl].result(timeout)
+    except KafkaException as exc:
+        if "SECURITY_DISABLED" not in str(exc):
+            raise
+    deadline = time.monotonic() + timeout
+    while any(not t.startswith("__") for t in admin.list_topics(timeout=timeout).topics):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics of earlier tests are still listed on {bootstrap}")
+        time.sleep(0.05)
 
 
-@pytest.fixture
-def kafka_clusters(devbroker_factory: Callable[..., DevBroker]) -> Callable[[int], list[Cluster]]:
-    """`kafka_clusters(2)` -> clusters A and B for this test alone."""
-    return lambda count: _start_clusters(count, devbroker_factory)
+class WorkerClusters:
+    """This worker's clusters A-D, started on first use and kept for the session."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.started: dict[str, LocalKafka] = {}
+
+    def get(self, alias: str) -> Cluster:
+        kafka = self.started.get(alias)
+        if kafka is None:
+            kafka = LocalKafka(self.factory.mktemp(f"kafka-{alias}"), overrides=TEST_BROKER_OVERRIDES).start()
+            self.started[alias] = kafka
+        elif not all(node.running for node in kafka.nodes):
+            kafka.stop()
+            kafka.start()
+        return Cluster(alias, kafka.bootstrap, kafka)
+
+    def stop(self) -> None:
+        for kafka in self.started.values():
+            kafka.stop()
 
 
 @pytest.fixture(scope="session")
-def shared_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Cluster]]:
-    """Three clusters shared by tests that only create uniquely named topics and groups."""
+def worker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerClusters]:
+    clusters = WorkerClusters(tmp_path_factory)
+    try:
+        yield clusters
+    finally:
+        clusters.stop()
+
+
+@pytest.fixture
+def kafka_clusters(worker_clusters: WorkerClusters) -> Callable[[int], list[Cluster]]:
+    """`kafka_clusters(2)` -> clusters A and B, emptied for this test."""
+
+    def take(count: int) -> list[Cluster]:
+        clusters = [worker_clusters.get(alias) for alias in ALIASES[:count]]
+        for cluster in clusters:
+            empty_cluster(cluster.bootstrap)
+        return clusters
+
+    return take
+
+
+@pytest.fixture
+def shared_clusters(request: pytest.FixtureRequest) -> list[Cluster]:
+    """Clusters A, B and C shared with other tests: create uniquely named topics and groups only."""
     real = real_cluster_bootstraps()
     if real:
-        yield [Cluster(alias, bootstrap) for alias, bootstrap in real.items()]
-        return
-    brokers = [
-        DevBroker(cluster_id=f"shared-{alias.lower()}", overrides=TEST_BROKER_OVERRIDES).start()
-        for alias in ALIASES[:3]
-    ]
-    try:
-        yield [Cluster(alias, b.bootstrap, b) for alias, b in zip(ALIASES, brokers, strict=False)]
-    finally:
-        for broker in brokers:
-            broker.stop()
+        return [Cluster(alias, bootstrap) for alias, bootstrap in real.items()]
+    pool: WorkerClusters = request.getfixturevalue("worker_clusters")
+    return [pool.get(alias) for alias in ALIASES[:3]]
+
+
+@pytest.fixture
+def local_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalKafka]]:
+    """Start clusters of this test's own (`local_kafka(brokers=3, overrides=..., security=...)`);
+    every one is stopped at teardown."""
+    started: list[LocalKafka] = []
+
+    def start(**kwargs: object) -> LocalKafka:
+        overrides = {**TEST_BROKER_OVERRIDES, **kwargs.pop("overrides", {})}  # type: ignore[dict-item]
+        data_dir = kwargs.pop("data_dir", None) or tmp_path_factory.mktemp("kafka")
+        kafka = LocalKafka(data_dir, overrides=overrides, **kwargs)  # type: ignore[arg-type]
+        started.append(kafka)
+        return kafka.start()
+
+    yield start
+    for kafka in started:
+        kafka.stop()
 
 
 @pytest.fixture

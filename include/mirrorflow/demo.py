@@ -1,6 +1,7 @@
 """`make demo`: the main job end to end on the embedded default.
 
-Two devbroker clusters (primary and backup) are started on free ports, primary is seeded with
+Two real Apache Kafka clusters (primary and backup, single KRaft nodes started by localkafka)
+are started on free ports, primary is seeded with
 the data shapes that make replication hard (keys, headers, nulls, a compacted topic with
 offset gaps, committed and aborted transactions), the replicate DAG runs through Airflow
 (`airflow dags test`) with the real Spark job, and the result is compared per topic.
@@ -20,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-from devbroker.launcher import DevBroker
+from localkafka import QUICK_CLUSTER, LocalKafka, kafka_version
+from localkafka.compaction import compact
 from mirrorflow.airflow.local import AirflowHome
 from mirrorflow.airflow.settings import PROJECT_ROOT
 from mirrorflow.kafka import read_partition
@@ -57,7 +59,7 @@ def create_topics(bootstrap: str) -> None:
         future.result()
 
 
-def seed(broker: DevBroker) -> dict[str, int]:
+def seed(broker: LocalKafka) -> dict[str, int]:
     """Write the demo data; returns how many records each topic should show a consumer."""
     create_topics(broker.bootstrap)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5})
@@ -83,7 +85,9 @@ def seed(broker: DevBroker) -> dict[str, int]:
         for customer in range(50):
             producer.produce("customers", key=f"cust-{customer}".encode(), value=f"v{round_}".encode())
     producer.flush(30)
-    broker.compact_now("customers")
+    # Kafka's log cleaner compacts the five rounds down to the last value of each customer; the
+    # record that closes each partition's segment is a customer who joined afterwards.
+    compact(broker, "customers", {p: (f"cust-new-{p}".encode(), b"v0") for p in range(2)})
     visible["customers"] = _count(broker.bootstrap, "customers")
 
     txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "demo-ledger"})
@@ -134,20 +138,24 @@ def _count(bootstrap: str, topic: str, isolation: str = "read_committed") -> int
         consumer.close()
 
 
-def start_clusters(console: Console) -> tuple[DevBroker, DevBroker]:
+def start_clusters(console: Console) -> tuple[LocalKafka, LocalKafka]:
     if DEMO_DIR.exists():
         shutil.rmtree(DEMO_DIR)
     DEMO_DIR.mkdir()
-    brokers = []
-    for alias in ("primary", "backup"):
-        broker = DevBroker(
-            cluster_id=f"demo-{alias}",
-            data_dir=DEMO_DIR / alias,
-            log_path=DEMO_DIR / f"{alias}.log",
-            overrides={"group.initial.rebalance.delay.ms": 0},
-        ).start()
-        console.print(f"[bold]{alias}[/bold] devbroker on {broker.bootstrap} (data in {broker.data_dir})")
-        brokers.append(broker)
+    brokers: list[LocalKafka] = []
+    try:
+        for alias in ("primary", "backup"):
+            broker = LocalKafka(DEMO_DIR / alias, overrides=QUICK_CLUSTER)
+            brokers.append(broker)
+            broker.start()
+            console.print(
+                f"[bold]{alias}[/bold] Apache Kafka {kafka_version()} on {broker.bootstrap} "
+                f"(data and server.log in {broker.data_dir})"
+            )
+    except BaseException:
+        for broker in brokers:
+            broker.stop()
+        raise
     return brokers[0], brokers[1]
 
 
@@ -164,7 +172,7 @@ def _content(bootstrap: str, topic: str, partition: int) -> list[tuple]:
     ]
 
 
-def run_replicate_dag(console: Console, primary: DevBroker, backup: DevBroker) -> bool:
+def run_replicate_dag(console: Console, primary: LocalKafka, backup: LocalKafka) -> bool:
     home = AirflowHome(DEMO_DIR / "airflow")
     console.print(f"Preparing Airflow (SQLite metadata in {home.home}) ...")
     home.migrate()
@@ -188,7 +196,7 @@ def run_replicate_dag(console: Console, primary: DevBroker, backup: DevBroker) -
     return result.succeeded
 
 
-def compare(console: Console, primary: DevBroker, backup: DevBroker, expected: dict[str, int]) -> bool:
+def compare(console: Console, primary: LocalKafka, backup: LocalKafka, expected: dict[str, int]) -> bool:
     summaries = [
         json.loads(body)
         for _, _, _, kind, body in iter_run_records({"bootstrap.servers": backup.bootstrap})

@@ -1,5 +1,5 @@
 """The checkpoint, group-sync and failover DAGs: which exist for which settings, and each run under
-`airflow dags test` against devbroker clusters."""
+`airflow dags test` against real Kafka clusters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The heartbeat and topic sync DAGs under `airflow dags test`, against devbroker clusters."""
+"""The heartbeat and topic sync DAGs under `airflow dags test`, against real Kafka clusters."""
 
 from __future__ import annotations
 

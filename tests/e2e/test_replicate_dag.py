@@ -6,7 +6,6 @@ import json
 import time
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.demo import SEED_TOPICS, seed
@@ -34,10 +33,9 @@ def _summaries(backup) -> list[dict]:
     ]
 
 
-@pytest.mark.devbroker_only
 def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) -> None:
     primary, backup = kafka_clusters(2)
-    seed(primary.broker)
+    seed(primary.kafka)
     result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=_env(primary, backup))
     assert result.succeeded, result.log[-4000:]
     for topic in SEED_TOPICS:

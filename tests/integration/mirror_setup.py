@@ -15,7 +15,7 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.service import plan_run, report_run
 
-# devbroker clusters have one broker each.
+# The test clusters have one broker each.
 SINGLE_BROKER = (
     "replication.factor = 1\n"
     "offset-syncs.topic.replication.factor = 1\n"

@@ -1,4 +1,4 @@
-"""The checkpoint job on devbrokers: MM2's bytes, exact offsets, MM2's emission rule and MirrorClient."""
+"""The checkpoint job on real Kafka clusters: MM2's bytes, exact offsets, MM2's emission rule and MirrorClient."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sync.group.offsets job on devbrokers: MM2's rules with exact offsets."""
+"""The sync.group.offsets job on real Kafka clusters: MM2's rules with exact offsets."""
 
 from __future__ import annotations
 

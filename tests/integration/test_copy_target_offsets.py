@@ -1,4 +1,4 @@
-"""How the copy engine learns target offsets and stamps headers on its cheap path, against devbrokers.
+"""How the copy engine learns target offsets and stamps headers on its cheap path, against real Kafka clusters.
 
 Exactly-once chunks report only a few delivery offsets and prove the rest consecutive; when
 another writer's records land among ours the chunk is aborted and copied again reporting every

@@ -1,4 +1,4 @@
-"""Failover and failback on devbrokers: a group read part of a topic on A; after the flow copied
+"""Failover and failback on real Kafka clusters: a group read part of a topic on A; after the flow copied
 it and failover moved the group, the same group reads exactly the rest on B."""
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def test_failover_with_a_down_uses_the_latest_checkpoints_on_b(kafka_clusters) -
     before = consume(a.bootstrap, "g", ["orders"], 33)
     replicate_once(config, "A", "B", "run-1")
     emit_checkpoints(config, "A", "B")
-    a.broker.stop()
+    a.kafka.stop()
 
     result = failover(config, "A", "B", "g", source_timeout_s=2)
 

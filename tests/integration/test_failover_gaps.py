@@ -8,9 +8,11 @@ from collections import Counter
 
 from confluent_kafka import Producer
 
+from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
 from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator
+from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.ops.failover import failover
 from mirrorflow.policy.provenance import read_provenance
 
@@ -36,12 +38,21 @@ def write_ledger(bootstrap: str, batches: range, writer: str = "ledger-writer") 
             producer.commit_transaction(10)
 
 
+# The record that rolls the compacted offset-syncs topic's active segment: a sync of a
+# partition no test translates, so the syncs of `ledger` all lie before it and get compacted.
+ROLL_SYNC = OffsetSync("roll", 0, 0, 0)
+
+
+def compact_syncs(cluster) -> None:
+    compact(cluster.kafka, SYNCS, {0: (ROLL_SYNC.key_bytes(), ROLL_SYNC.value_bytes())})
+
+
 def gappy_ledger(a, b):
     """A compacted, transactional `ledger` on A, copied to B in small transactions."""
     config = mm2_config([a, b], ["A->B"], "mirrorflow.range.max.records = 7\n")
     create_topics(a.bootstrap, ("ledger", 1, {"cleanup.policy": "compact"}))
     write_ledger(a.bootstrap, range(0, 6))
-    a.broker.compact_now("ledger")
+    compact(a.kafka, "ledger", {0: (b"roll", b"after the last transaction")})
     return config
 
 
@@ -61,8 +72,9 @@ def test_groups_fail_over_exactly_across_gaps_and_compacted_syncs(kafka_clusters
     replicate_once(config, "A", "B", "run-1")
     write_ledger(a.bootstrap, range(6, 9))
     replicate_once(config, "A", "B", "run-2")
-    a.broker.compact_now(SYNCS)
-    assert len(read_all(a.bootstrap, SYNCS)) == 1, "only the partition's last sync survives compaction"
+    compact_syncs(a)
+    syncs = [OffsetSync.decode(r.key, r.value) for r in read_all(a.bootstrap, SYNCS)]
+    assert [s.topic for s in syncs] == ["ledger", "roll"], "only the partition's last sync survives compaction"
 
     result = failover(config, "A", "B", "reader|in-a-gap|lagging")
 
@@ -93,7 +105,7 @@ def test_every_offset_translates_to_its_definition_with_and_without_syncs(kafka_
             for u in range(last_source + 3)
         )
         with_syncs = translator.probes
-    a.broker.compact_now(SYNCS)
+    compact_syncs(a)
     with Translator(flow, clients) as translator:
         results = {u: translator.translate("ledger", 0, u) for u in range(last_source + 3)}
         without_syncs = translator.probes

@@ -1,4 +1,4 @@
-"""Helpers of the checkpoint and failover tests: real consumer groups on devbrokers.
+"""Helpers of the checkpoint and failover tests: real consumer groups on real Kafka clusters.
 
 A group consumes with a subscribing consumer (group membership, synchronous commits of what it
 has read), so the offsets these tests translate are the ones real applications commit.

@@ -1,4 +1,4 @@
-"""Heartbeat jobs against real devbrokers: MM2's bytes, the reverse herder, replicated heartbeats."""
+"""Heartbeat jobs against real Kafka clusters: MM2's bytes, the reverse herder, replicated heartbeats."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy import read_provenance
 
+from ..conftest import Cluster
 from .kafkatools import create_topics, produce, read_all
 from .test_replicate_scenarios import mirror_config, records, run_once, topic_names
 
@@ -210,21 +211,18 @@ OFFSET_SYNC_PLACES = {
 }
 
 
-@pytest.mark.parametrize(
-    "place",
-    [
-        # '_' names need clusters that never held the '.' ones (see below): fresh devbrokers.
-        pytest.param(name, marks=pytest.mark.devbroker_only) if "_" in place[2] else name
-        for name, place in OFFSET_SYNC_PLACES.items()
-    ],
-)
+@pytest.mark.parametrize("place", list(OFFSET_SYNC_PLACES))
 def test_offset_syncs_topic_is_where_the_location_and_separator_say(
-    shared_clusters, kafka_clusters, unique, place
+    request, shared_clusters, unique, place
 ) -> None:
     settings, holder, syncs_topic, remote_pattern = OFFSET_SYNC_PLACES[place]
-    # Kafka refuses a topic whose name differs from an existing one only in '.' versus '_'
-    # (their metric names collide), so the '_' names get clusters of their own.
-    a, b = kafka_clusters(2) if "_" in syncs_topic else shared_clusters[:2]
+    if "_" in syncs_topic:
+        # Kafka refuses a topic whose name differs from an existing one only in '.' versus '_'
+        # (their metric names collide), so the '_' names get clusters that never held the '.' ones.
+        start = request.getfixturevalue("local_kafka")
+        a, b = (Cluster(alias, kafka.bootstrap, kafka) for alias, kafka in (("A", start()), ("B", start())))
+    else:
+        a, b = shared_clusters[:2]
     topic = unique("where")
     remote = remote_pattern.format(t=topic)
     create_topics(a.bootstrap, (topic, 1))

@@ -1,4 +1,4 @@
-"""The data plane's scenarios end to end on devbrokers: plan_run -> run_locally -> store_report
+"""The data plane's scenarios end to end on real Kafka clusters: plan_run -> run_locally -> store_report
 (-> report_run), exactly what a DAG run or `mirrorflow replicate` does, with real clients.
 
 Tests share the session's clusters; each one works on topics with a unique name and a flow
@@ -33,10 +33,9 @@ from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.progress import read_progress
 
-from ..conftest import Cluster
 from .kafkatools import create_topics, produce, read_all
 
-# devbroker clusters have one broker each; tasks.max lets a run copy its partitions side by side.
+# test clusters have one broker each; tasks.max lets a run copy its partitions side by side.
 TEST_SETTINGS = {
     "tasks.max": "4",
     "replication.factor": "1",
@@ -302,16 +301,13 @@ def test_new_topics_and_partitions_are_copied_on_the_next_run(shared_clusters, u
 # -- where a run starts -----------------------------------------------------------------------
 
 
-@pytest.mark.devbroker_only
-def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(
-    devbroker_factory, shared_clusters, unique
-) -> None:
-    _, b, _ = shared_clusters
-    # Retention is checked every 100 ms; one-batch segments let it cut the log exactly.
-    broker = devbroker_factory(overrides={"log.retention.check.interval.ms": 100})
-    a = Cluster("A", broker.bootstrap, broker)
+def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(shared_clusters, unique) -> None:
+    # Test clusters enforce retention every 500 ms (log.retention.check.interval.ms); segments
+    # of 14 bytes (Kafka's internal.segment.bytes, below segment.bytes' 1 MiB floor) hold one
+    # batch each, so retention cuts the log exactly.
+    a, b, _ = shared_clusters
     topic = unique("retention")
-    create_topics(a.bootstrap, (topic, 1, {"segment.bytes": "14", "retention.ms": "-1"}))
+    create_topics(a.bootstrap, (topic, 1, {"internal.segment.bytes": "14", "retention.ms": "-1"}))
     old = int(time.time() * 1000) - 24 * 3600 * 1000
     produce(a.bootstrap, topic, [{"value": f"{i}".encode(), "timestamp": old + i} for i in range(10)])
     config = mirror_config([a, b], ["A->B"], {"topics": topic})

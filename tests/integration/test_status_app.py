@@ -1,4 +1,4 @@
-"""The status page app (JSON, Prometheus metrics, HTML) on real devbrokers after a real run."""
+"""The status page app (JSON, Prometheus metrics, HTML) on real Kafka clusters after a real run."""
 
 from __future__ import annotations
 

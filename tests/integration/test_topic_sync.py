@@ -1,4 +1,4 @@
-"""Topic, partition, config and ACL sync against real devbrokers, with MM2's rules."""
+"""Topic, partition, config and ACL sync against real Kafka clusters, with MM2's rules."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from localkafka import Security
 from mirrorflow.cli import main
 from mirrorflow.control.topic_sync import (
     ANY_TOPIC_ACL,
@@ -100,14 +101,13 @@ def test_refresh_reports_topics_it_cannot_create(kafka_clusters) -> None:
 
 
 @pytest.fixture
-def config_pair(devbroker_factory):
+def config_pair(local_kafka):
     """A source whose broker sets retention.ms statically, and a plain target."""
-    source = devbroker_factory(overrides={"log.retention.ms": "5000"})
-    target = devbroker_factory()
+    source = local_kafka(overrides={"log.retention.ms": "5000"})
+    target = local_kafka()
     return Cluster("A", source.bootstrap, source), Cluster("B", target.bootstrap, target)
 
 
-@pytest.mark.devbroker_only  # the source broker is started with a static retention.ms
 def test_config_sync_sets_non_defaults_deletes_defaults_and_leaves_the_rest(config_pair) -> None:
     a, b = config_pair
     create_topics(a.bootstrap, ("orders", 1, {"cleanup.policy": "compact", "max.message.bytes": "2000000"}))
@@ -179,9 +179,16 @@ def target_acls(cluster) -> set[AclBinding]:
     return set(client.describe_acls(ANY_TOPIC_ACL).result())
 
 
-@pytest.mark.devbroker_only  # stores ACLs without an authorizer to configure
-def test_acl_sync_maps_literal_topic_acls_and_never_deletes(kafka_clusters) -> None:
-    a, b = kafka_clusters(2)
+@pytest.fixture
+def authorizer_pair(local_kafka):
+    """Two clusters with Kafka's StandardAuthorizer (the PLAINTEXT listener is a super user)."""
+    secured = Security(authorizer=True)
+    source, target = local_kafka(security=secured), local_kafka(security=secured)
+    return Cluster("A", source.bootstrap, source), Cluster("B", target.bootstrap, target)
+
+
+def test_acl_sync_maps_literal_topic_acls_and_never_deletes(authorizer_pair) -> None:
+    a, b = authorizer_pair
     create_acls(
         a,
         acl("orders", "READ"),

@@ -1,4 +1,4 @@
-"""`mirrorflow replicate` and `mirrorflow migrate` through click's CliRunner, against devbrokers."""
+"""`mirrorflow replicate` and `mirrorflow migrate` through click's CliRunner, against real Kafka clusters."""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from localkafka import kafka_version
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -49,6 +51,11 @@ def test_kafka_clusters_are_official_kraft_images(compose: dict) -> None:
         assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == 1
     ids = {compose["services"][n]["environment"]["CLUSTER_ID"] for n in ("kafka-primary", "kafka-backup")}
     assert len(ids) == 2, "the two clusters must have distinct cluster ids"
+
+
+def test_kafka_image_is_the_version_tests_run_on(compose: dict) -> None:
+    for name in ("kafka-primary", "kafka-backup"):
+        assert compose["services"][name]["image"] == f"apache/kafka:{kafka_version()}"
 
 
 def _airflow_services(compose: dict) -> list[str]:

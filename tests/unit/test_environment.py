@@ -6,6 +6,8 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+from localkafka.runtime import classpath, kafka_version
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,5 +41,16 @@ def test_every_requirement_is_pinned() -> None:
 
 
 def test_core_versions() -> None:
-    for package in ("apache-airflow", "confluent-kafka", "apache-airflow-providers-apache-spark", "kio"):
+    for package in ("apache-airflow", "confluent-kafka", "apache-airflow-providers-apache-spark"):
         assert metadata.version(package) == _pinned(package)
+
+
+def test_kafka_jars_are_the_pinned_version() -> None:
+    """`make setup` resolved kafka/pom.xml: the broker, MM2 and the Connect runtime at one version."""
+    names = {jar.name for jar in classpath()}
+    version = kafka_version()
+    for artifact in ("kafka_2.13", "kafka-server", "kafka-storage", "kafka-raft", "kafka-metadata",
+                     "kafka-group-coordinator", "kafka-transaction-coordinator", "connect-mirror",
+                     "connect-mirror-client", "connect-runtime", "kafka-clients"):
+        assert f"{artifact}-{version}.jar" in names, artifact
+    assert not [n for n in names if n.startswith("kafka-clients-") and n != f"kafka-clients-{version}.jar"]

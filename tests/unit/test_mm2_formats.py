@@ -1,12 +1,10 @@
-"""MM2's offset-sync, checkpoint and heartbeat records: Java's exact bytes, Java's lenient reads."""
+"""MM2's offset-sync, checkpoint and heartbeat records: Java's exact bytes, Java's lenient reads.
+
+tests/mm2/test_formats_java.py checks the same bytes against MirrorMaker 2's own classes."""
 
 from __future__ import annotations
 
-import io
-import random
-
 import pytest
-from kafka.protocol.old.types import Int16, Int32, Int64, Schema, String
 
 from mirrorflow.mm2.formats import MAX_STRING_BYTES, Checkpoint, Heartbeat, Mm2FormatError, OffsetSync
 
@@ -37,54 +35,6 @@ def test_heartbeat_worked_example() -> None:
     assert heartbeat.key_bytes() == hexbytes("00 01 41 00 01 42")
     assert heartbeat.value_bytes() == hexbytes("00 00 00 00 01 8b cf e5 68 00")
     assert Heartbeat.decode(heartbeat.key_bytes(), heartbeat.value_bytes()) == heartbeat
-
-
-# The same layouts expressed with kafka-python's independent Kafka protocol types.
-KP_STRING = String("utf-8")
-KP_LAYOUTS = {
-    OffsetSync: (
-        Schema(("topic", KP_STRING), ("partition", Int32)),
-        Schema(("upstreamOffset", Int64), ("offset", Int64)),
-    ),
-    Checkpoint: (
-        Schema(("group", KP_STRING), ("topic", KP_STRING), ("partition", Int32)),
-        Schema(("version", Int16), ("upstreamOffset", Int64), ("offset", Int64), ("metadata", KP_STRING)),
-    ),
-    Heartbeat: (
-        Schema(("sourceClusterAlias", KP_STRING), ("targetClusterAlias", KP_STRING)),
-        Schema(("version", Int16), ("timestamp", Int64)),
-    ),
-}
-
-TEXT_SAMPLES = ["", "orders", "A.orders", "ünïcødé", "日本語", "emoji-😀", "x" * 300, "tab\tand\nnewline"]
-
-
-def random_records(rnd: random.Random) -> list[tuple[object, list[object], list[object]]]:
-    def text() -> str:
-        return rnd.choice(TEXT_SAMPLES)
-
-    def long() -> int:
-        return rnd.choice([0, -1, 1, 2**63 - 1, -(2**63), rnd.randrange(-(2**63), 2**63)])
-
-    def partition() -> int:
-        return rnd.choice([0, 1, 2**31 - 1, rnd.randrange(0, 2**31)])
-
-    out: list[tuple[object, list[object], list[object]]] = []
-    for _ in range(60):
-        t, p, u, d, g, m = text(), partition(), long(), long(), text(), text()
-        out.append((OffsetSync(t, p, u, d), [t, p], [u, d]))
-        out.append((Checkpoint(g, t, p, u, d, m), [g, t, p], [0, u, d, m]))
-        out.append((Heartbeat(g, t, u), [g, t], [0, u]))
-    return out
-
-
-def test_layouts_match_kafka_python_protocol_types() -> None:
-    for record, key_fields, value_fields in random_records(random.Random(7)):
-        key_schema, value_schema = KP_LAYOUTS[type(record)]
-        assert record.key_bytes() == key_schema.encode(key_fields)
-        assert record.value_bytes() == value_schema.encode(value_fields)
-        assert list(key_schema.decode(io.BytesIO(record.key_bytes()))) == key_fields
-        assert type(record).decode(record.key_bytes(), record.value_bytes()) == record
 
 
 def test_strings_count_utf8_bytes_not_characters() -> None:
