@@ -1,6 +1,7 @@
 """Copy throughput: mirrorflow's copy against a naive consume-then-produce loop, same brokers.
 
-Starts two devbrokers (source and target), fills an 8-partition source topic with 1 KiB records
+Starts two real Apache Kafka clusters (source and target: single KRaft nodes from localkafka,
+the pinned version of kafka/pom.xml), fills an 8-partition source topic with 1 KiB records
 and measures, in one run and one table:
 - produce-only and consume-only rates of confluent-kafka clients (what any copy is bounded by);
 - a naive copy: one process, one consumer, one producer, no transactions (the baseline), once
@@ -11,7 +12,7 @@ and measures, in one run and one table:
   by `service.plan_run`), steady and including Spark start-up.
 CPU per record is the CPU time of the processes that copied (getrusage of waited-for children)
 over the records copied; the Spark row counts the whole spark-submit tree, JVM included. The
-brokers column is the two devbrokers' CPU over the same records.
+brokers column is the two Kafka JVMs' CPU over the same records.
 
 Every measurement runs --repeat times and the table shows medians (spread: (max - min) / median
 of the rates), since a 2-core machine shared with other work is noisy. Each mirrorflow copy
@@ -50,8 +51,8 @@ import confluent_kafka
 import psutil
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from devbroker.launcher import DevBroker
 
+from localkafka import QUICK_CLUSTER, LocalKafka, kafka_version
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
 from mirrorflow.replicate import runs, service
@@ -121,6 +122,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs of every measurement (medians are shown)")
     parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument("--heap", default="1g", help="maximum heap of each Kafka broker")
     parser.add_argument("--no-spark", action="store_true", help="skip the spark-submit measurement")
     parser.add_argument(
         "--profile", action="store_true", help="also print a cProfile of one worker copying one partition"
@@ -140,8 +142,10 @@ class CpuMeter:
     """CPU seconds used between start() and stop(): by the processes this script waited for (the
     copying processes) and by the two brokers."""
 
-    def __init__(self, brokers: list[DevBroker]) -> None:
-        self.brokers = [psutil.Process(b.process.pid) for b in brokers if b.process is not None]
+    def __init__(self, clusters: list[LocalKafka]) -> None:
+        self.brokers = [
+            psutil.Process(n.process.pid) for c in clusters for n in c.nodes if n.process is not None
+        ]
         self._start = (0.0, 0.0)
 
     def _now(self) -> tuple[float, float]:
@@ -443,7 +447,7 @@ class Results:
     profile: str
 
 
-def measure(args: argparse.Namespace, source: DevBroker, target: DevBroker, tmp: Path) -> Results:
+def measure(args: argparse.Namespace, source: LocalKafka, target: LocalKafka, tmp: Path) -> Results:
     payload = args.records * args.size
     meter = CpuMeter([source, target])
     rows = {
@@ -518,12 +522,13 @@ def main() -> int:
         out.write(line + "\n")
     out.write(
         f"workload: {args.records} records of {args.size} B in {args.partitions} partitions, "
-        f"{args.workers} copy workers, two devbrokers (memory), {args.repeat} runs each\n\n"
+        f"{args.workers} copy workers, two single-node Apache Kafka {kafka_version()} clusters "
+        f"(heap {args.heap} each), {args.repeat} runs each\n\n"
     )
     out.flush()
     with tempfile.TemporaryDirectory(prefix="mirrorflow-bench-") as tmp:
-        source = DevBroker(cluster_id="bench-source").start()
-        target = DevBroker(cluster_id="bench-target").start()
+        source = LocalKafka(Path(tmp) / "source", overrides=QUICK_CLUSTER, heap=args.heap).start()
+        target = LocalKafka(Path(tmp) / "target", overrides=QUICK_CLUSTER, heap=args.heap).start()
         try:
             results = measure(args, source, target, Path(tmp))
         finally:

@@ -1,6 +1,7 @@
 """Offset translation: records re-delivered after failover, mirrorflow versus MM2, and checkpoint pass time.
 
-Part 1 copies two topics from devbroker A to devbroker B with mirrorflow (a gap-free topic, and a
+Part 1 copies two topics from cluster A to cluster B (single-node Apache Kafka clusters started
+by localkafka) with mirrorflow (a gap-free topic, and a
 compacted transactional one with aborted transactions), in several replicate runs, then
 translates the same group positions two ways:
 - mirrorflow: its translator (dense offset-syncs, then provenance-header probes);
@@ -23,16 +24,19 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import tempfile
 import time
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from devbroker.launcher import DevBroker
 from rich.console import Console
 from rich.table import Table
 
+from localkafka import QUICK_CLUSTER, LocalKafka
+from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.control.checkpoints import checkpoint_pass
@@ -185,7 +189,7 @@ class Tally:
         ]
 
 
-def part_one(args: argparse.Namespace, a: DevBroker, b: DevBroker, console: Console) -> Table:
+def part_one(args: argparse.Namespace, a: LocalKafka, b: LocalKafka, console: Console) -> Table:
     rng = random.Random(args.seed)
     config = load_config(CONFIG.format(a=a.bootstrap, b=b.bootstrap))
     flow = config.flow("A", "B")
@@ -197,7 +201,8 @@ def part_one(args: argparse.Namespace, a: DevBroker, b: DevBroker, console: Cons
     for run in range(args.runs):
         produce_plain(a.bootstrap, args.partitions, per_run, run * per_run)
         produce_ledger(a.bootstrap, args.partitions, per_run, run * per_run)
-        a.compact_now("ledger")
+        # Kafka's cleaner compacts what is before each partition's roll record (see localkafka.compaction).
+        compact(a, "ledger", {q: (f"roll-{run}".encode(), b"") for q in range(args.partitions)})
         replicate(flow, clients, run)
     console.print(
         f"part 1: {2 * args.partitions} partitions x {args.records:,} records copied in {args.runs} runs "
@@ -242,7 +247,7 @@ def part_one(args: argparse.Namespace, a: DevBroker, b: DevBroker, console: Cons
     return table
 
 
-def part_two(args: argparse.Namespace, a: DevBroker, b: DevBroker, console: Console) -> Table:
+def part_two(args: argparse.Namespace, a: LocalKafka, b: LocalKafka, console: Console) -> Table:
     rng = random.Random(args.seed)
     config = load_config(
         CONFIG.format(a=a.bootstrap, b=b.bootstrap).replace(
@@ -303,11 +308,14 @@ def main() -> int:
     args = parse_args()
     console = Console(width=150)
     console.print("command: " + " ".join([".venv/bin/python", "benchmarks/translation.py", *sys.argv[1:]]))
-    overrides = {"group.initial.rebalance.delay.ms": 0}
-    with DevBroker(overrides=overrides) as a, DevBroker(overrides=overrides) as b:
-        first = part_one(args, a, b, console)
-    with DevBroker(overrides=overrides) as a, DevBroker(overrides=overrides) as b:
-        second = part_two(args, a, b, console)
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-translation-") as tmp:
+        clusters = [
+            LocalKafka(Path(tmp) / name, overrides=QUICK_CLUSTER) for name in ("a1", "b1", "a2", "b2")
+        ]
+        with clusters[0] as a, clusters[1] as b:
+            first = part_one(args, a, b, console)
+        with clusters[2] as a, clusters[3] as b:
+            second = part_two(args, a, b, console)
     console.print(first)
     console.print(second)
     return 0

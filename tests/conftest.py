@@ -1,7 +1,7 @@
 """Shared fixtures: real Apache Kafka clusters (KRaft, started by localkafka) for integration tests.
 
-Each xdist worker starts up to four single-node clusters (aliases A-D) the first time a test
-asks for them and stops them when the session ends:
+Each xdist worker starts up to four single-node clusters (aliases A-D, with Kafka's
+StandardAuthorizer) the first time a test asks for them and stops them when the session ends:
 
 - `shared_clusters`: A, B and C as they are, for tests that only create uniquely named topics
   and groups;
@@ -37,7 +37,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from localkafka import LocalKafka
+from localkafka import LocalKafka, Security
 from localkafka.settings import QUICK_CLUSTER
 
 # Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow.
@@ -46,6 +46,9 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 ALIASES = ("A", "B", "C", "D")
 TEST_BROKER_OVERRIDES = QUICK_CLUSTER
+# The worker clusters run Kafka's StandardAuthorizer, as production clusters do, so ACL sync
+# meets a real authorizer; their PLAINTEXT listener is a super user (see localkafka.settings).
+WITH_AUTHORIZER = Security(authorizer=True)
 
 
 @dataclasses.dataclass
@@ -128,15 +131,23 @@ class WorkerClusters:
         self.factory = factory
         self.started: dict[str, LocalKafka] = {}
 
-    def get(self, alias: str) -> Cluster:
-        kafka = self.started.get(alias)
-        if kafka is None:
-            kafka = LocalKafka(self.factory.mktemp(f"kafka-{alias}"), overrides=TEST_BROKER_OVERRIDES).start()
-            self.started[alias] = kafka
-        elif not all(node.running for node in kafka.nodes):
-            kafka.stop()
-            kafka.start()
-        return Cluster(alias, kafka.bootstrap, kafka)
+    def get(self, *aliases: str) -> list[Cluster]:
+        """The clusters named, launched side by side where they are not running yet."""
+        for alias in aliases:
+            kafka = self.started.get(alias)
+            if kafka is None:
+                kafka = LocalKafka(
+                    self.factory.mktemp(f"kafka-{alias}"),
+                    overrides=TEST_BROKER_OVERRIDES,
+                    security=WITH_AUTHORIZER,
+                )
+                self.started[alias] = kafka
+            elif not all(node.running for node in kafka.nodes):
+                kafka.stop()  # a test stopped or killed it: bring every node back
+            kafka.launch()
+        return [
+            Cluster(alias, self.started[alias].start().bootstrap, self.started[alias]) for alias in aliases
+        ]
 
     def stop(self) -> None:
         for kafka in self.started.values():
@@ -157,7 +168,7 @@ def kafka_clusters(worker_clusters: WorkerClusters) -> Callable[[int], list[Clus
     """`kafka_clusters(2)` -> clusters A and B, emptied for this test."""
 
     def take(count: int) -> list[Cluster]:
-        clusters = [worker_clusters.get(alias) for alias in ALIASES[:count]]
+        clusters = worker_clusters.get(*ALIASES[:count])
         for cluster in clusters:
             empty_cluster(cluster.bootstrap)
         return clusters
@@ -172,7 +183,7 @@ def shared_clusters(request: pytest.FixtureRequest) -> list[Cluster]:
     if real:
         return [Cluster(alias, bootstrap) for alias, bootstrap in real.items()]
     pool: WorkerClusters = request.getfixturevalue("worker_clusters")
-    return [pool.get(alias) for alias in ALIASES[:3]]
+    return pool.get(*ALIASES[:3])
 
 
 @pytest.fixture

@@ -4,9 +4,11 @@ Kafka compacts only closed segments, closes the active one at an append once it 
 `segment.ms`, and looks for dirty logs every `log.cleaner.backoff.ms` (15 s by default; test and
 demo clusters use 100 ms). So `compact` sets quick-compaction configs on the topic, waits past
 `segment.ms`, appends one record per partition (the roll record: it becomes the first record
-of the new active segment and stays in the topic), and waits until the cleaner's checkpoint in
-the log dir says everything before it was cleaned: duplicates of a key and aborted
-transactional records gone, offsets with gaps left behind.
+of the new active segment and stays in the topic), waits until the cleaner's checkpoint in the
+log dir says everything before it was cleaned (duplicates of a key and aborted transactional
+records gone, offsets with gaps left behind), and then puts the topic's configs back, so it
+is compacted once, now, and not again behind the caller's back (nor on a remote copy that
+synced those configs).
 """
 
 from __future__ import annotations
@@ -45,19 +47,50 @@ def compact(
 ) -> dict[int, int]:
     """Compact the partitions named in `roll` ({partition: (key, value) of its roll record})
     now; returns each partition's roll-record offset (everything below it is compacted)."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+    )
 
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    resource = ConfigResource(
-        "topic",
-        topic,
-        incremental_configs=[
+    described = ConfigResource("topic", topic)
+    current = admin.describe_configs([described])[described].result(timeout)
+    # What to put back afterwards: the topic's own setting, or none (the broker default).
+    restore = [
+        ConfigEntry(key, current[key].value, incremental_operation=AlterConfigOpType.SET)
+        if key in current and _source(current[key].source) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        else ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
+        for key in QUICK_COMPACTION
+    ]
+
+    def alter(entries: list[ConfigEntry]) -> None:
+        resource = ConfigResource("topic", topic, incremental_configs=entries)
+        admin.incremental_alter_configs([resource])[resource].result(timeout)
+
+    alter(
+        [
             ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
             for key, value in {"cleanup.policy": "compact", **QUICK_COMPACTION}.items()
-        ],
+        ]
     )
-    admin.incremental_alter_configs([resource])[resource].result(timeout)
+    try:
+        return _roll_and_wait(kafka, topic, roll, timeout)
+    finally:
+        alter(restore)
+
+
+def _source(source: object) -> int:
+    return int(getattr(source, "value", source))  # librdkafka gives an int or the enum
+
+
+def _roll_and_wait(
+    kafka: LocalKafka, topic: str, roll: Mapping[int, tuple[bytes | None, bytes | None]], timeout: float
+) -> dict[int, int]:
+    from confluent_kafka import Producer
+
     time.sleep(float(QUICK_COMPACTION["segment.ms"]) / 1000 * 1.5)
     offsets: dict[int, int] = {}
     producer = Producer({"bootstrap.servers": kafka.bootstrap, "acks": "all"})

@@ -110,8 +110,8 @@ class Node:
         command = self._java(
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            self.cluster.cluster_id,
+            # One argument: a random id may start with '-', which a separate value would not survive.
+            f"--cluster-id={self.cluster.cluster_id}",
             "--config",
             str(config),
             *self.cluster.security.format_arguments(),
@@ -278,13 +278,19 @@ class LocalKafka:
         return {**client_settings(self.bootstrap_for(listener), listener, self.security, user=user), **extra}
 
     # -- lifecycle ---------------------------------------------------------------------------
+    def launch(self) -> LocalKafka:
+        """Start every node's JVM without waiting: `start` then only waits. Launch several
+        clusters first and start them after, and they come up side by side."""
+        self._write_state()
+        for node in self.nodes:
+            if not node.running:
+                node.launch()
+        return self
+
     def start(self, timeout: float = 90.0) -> LocalKafka:
         """Format a new data dir, start every node, and return once all serve metadata."""
         for attempt in range(3):
-            self._write_state()
-            for node in self.nodes:
-                if not node.running:
-                    node.launch()
+            self.launch()
             try:
                 self.wait_ready(timeout)
                 return self

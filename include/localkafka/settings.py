@@ -37,14 +37,16 @@ _SCRAM_UNSAFE = set(',[]"= ')
 #   first group / first transactional producer) and a restart's log recovery quick;
 # - the log cleaner looks for dirty logs every 100 ms instead of 15 s, so compaction on demand
 #   (localkafka.compaction) takes well under a second;
-# - retention is enforced every 500 ms instead of 5 minutes, and timed-out transactions are
-#   aborted within a second of their timeout.
+# - retention is enforced every 500 ms instead of 5 minutes, starting at once instead of 30 s
+#   after start-up (log.initial.task.delay.ms), and timed-out transactions are aborted within a
+#   second of their timeout.
 QUICK_CLUSTER: dict[str, object] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 5,
     "transaction.state.log.num.partitions": 5,
     "log.cleaner.backoff.ms": 100,
     "log.retention.check.interval.ms": 500,
+    "log.initial.task.delay.ms": 0,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
 }
 

@@ -10,7 +10,15 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TIMEOUT_S = 60.0
@@ -23,6 +31,36 @@ class KafkaCallError(RuntimeError):
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:
     return AdminClient(dict(config))
+
+
+def await_topics(admin: AdminClient, partitions: Mapping[str, int], *, timeout_s: float = TIMEOUT_S) -> None:
+    """Return once every topic is known with at least its partition count, each with a leader.
+
+    Kafka acknowledges CreateTopics and CreatePartitions when its controller has committed
+    them; brokers learn of them a moment later, and until then a producer or a metadata request
+    gets UNKNOWN_TOPIC_OR_PARTITION. Whoever creates topics for others to use waits here, with
+    one DescribeTopics request per attempt for all of them."""
+    waiting = dict(partitions)
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        futures = admin.describe_topics(TopicCollection(sorted(waiting)), request_timeout=timeout_s)
+        for name, future in futures.items():
+            try:
+                description = future.result(timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise KafkaCallError(f"describing topic {name} failed: {exc}") from exc
+                continue
+            known = description.partitions
+            if len(known) >= waiting[name] and all(p.leader is not None and p.leader.id >= 0 for p in known):
+                del waiting[name]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise KafkaCallError(
+                f"topics created {timeout_s:.0f}s ago are still not served by the brokers: {', '.join(sorted(waiting))}"
+            )
+        time.sleep(POLL_S)
 
 
 def reader(config: Mapping[str, Any], *, isolation: str = "read_committed") -> Consumer:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.kafka import read_partition
+from mirrorflow.kafka import await_topics, read_partition
 from mirrorflow.policy.provenance import HEADER_PREFIX
 
 
@@ -16,6 +16,8 @@ def create_topics(bootstrap: str, *topics: tuple[str, int] | tuple[str, int, dic
     new = [NewTopic(t[0], t[1], 1, config=t[2] if len(t) > 2 else {}) for t in topics]
     for future in admin.create_topics(new, operation_timeout=10).values():
         future.result()
+    # As every creator of topics for others to use: wait until the brokers serve them.
+    await_topics(admin, {t[0]: t[1] for t in topics})
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,15 @@ def read_all(bootstrap: str, topic: str, partition: int = 0, isolation: str = "r
 
 
 def produce(bootstrap: str, topic: str, records: list[dict], **config: object) -> None:
+    """Write `records` and fail unless the broker acknowledged every one of them."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, **config})
+    errors = []
+
+    def delivered(error, _message) -> None:
+        if error is not None:
+            errors.append(error)
+
     for record in records:
-        producer.produce(topic, **record)
+        producer.produce(topic, on_delivery=delivered, **record)
     assert producer.flush(30) == 0
+    assert not errors, f"the broker refused records for {topic}: {errors[0]}"

@@ -74,7 +74,9 @@ def test_groups_fail_over_exactly_across_gaps_and_compacted_syncs(kafka_clusters
     replicate_once(config, "A", "B", "run-2")
     compact_syncs(a)
     syncs = [OffsetSync.decode(r.key, r.value) for r in read_all(a.bootstrap, SYNCS)]
-    assert [s.topic for s in syncs] == ["ledger", "roll"], "only the partition's last sync survives compaction"
+    assert [s.topic for s in syncs] == ["ledger", "roll"], (
+        "only the partition's last sync survives compaction"
+    )
 
     result = failover(config, "A", "B", "reader|in-a-gap|lagging")
 
@@ -92,7 +94,9 @@ def test_every_offset_translates_to_its_definition_with_and_without_syncs(kafka_
     config = gappy_ledger(a, b)
     replicate_once(config, "A", "B", "run-1")
     copies = [(r.offset, read_provenance(r.headers).source_offset) for r in read_all(b.bootstrap, "A.ledger")]
+    # The source ends with compaction's roll record: every group position up to one past it.
     last_source = copies[-1][1]
+    positions = range(last_source + 2)
 
     def definition(u: int) -> int:
         return next((down for down, up in copies if up >= u), copies[-1][0] + 1)
@@ -100,14 +104,11 @@ def test_every_offset_translates_to_its_definition_with_and_without_syncs(kafka_
     flow = config.flow("A", "B")
     clients = FlowClients.resolve(flow)
     with Translator(flow, clients) as translator:
-        assert all(
-            translator.translate("ledger", 0, u).downstream_offset == definition(u)
-            for u in range(last_source + 3)
-        )
+        assert all(translator.translate("ledger", 0, u).downstream_offset == definition(u) for u in positions)
         with_syncs = translator.probes
     compact_syncs(a)
     with Translator(flow, clients) as translator:
-        results = {u: translator.translate("ledger", 0, u) for u in range(last_source + 3)}
+        results = {u: translator.translate("ledger", 0, u) for u in positions}
         without_syncs = translator.probes
     assert {u: r.downstream_offset for u, r in results.items()} == {u: definition(u) for u in results}
     assert {r.status for r in results.values()} == {Status.EXACT}

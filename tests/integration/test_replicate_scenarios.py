@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -301,21 +301,33 @@ def test_new_topics_and_partitions_are_copied_on_the_next_run(shared_clusters, u
 # -- where a run starts -----------------------------------------------------------------------
 
 
-def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(shared_clusters, unique) -> None:
-    # Test clusters enforce retention every 500 ms (log.retention.check.interval.ms); segments
-    # of 14 bytes (Kafka's internal.segment.bytes, below segment.bytes' 1 MiB floor) hold one
-    # batch each, so retention cuts the log exactly.
+def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(
+    shared_clusters, unique
+) -> None:
+    # Test clusters enforce retention every 500 ms (log.retention.check.interval.ms). Each record
+    # is its own batch (one flush per record) and segments of 100 bytes (Kafka's
+    # internal.segment.bytes, below segment.bytes' 1 MiB floor) hold one such batch, so retention
+    # cuts the log exactly.
     a, b, _ = shared_clusters
     topic = unique("retention")
-    create_topics(a.bootstrap, (topic, 1, {"internal.segment.bytes": "14", "retention.ms": "-1"}))
+    create_topics(a.bootstrap, (topic, 1, {"internal.segment.bytes": "100", "retention.ms": "-1"}))
+    # The remote topic exists already: created by the plan it would get those tiny segments too
+    # (topic configs are copied), and copied batches (provenance header added) would not fit.
+    create_topics(b.bootstrap, (f"A.{topic}", 1))
     old = int(time.time() * 1000) - 24 * 3600 * 1000
-    produce(a.bootstrap, topic, [{"value": f"{i}".encode(), "timestamp": old + i} for i in range(10)])
+    one_by_one = Producer({"bootstrap.servers": a.bootstrap, "acks": "all"})
+
+    def write(i: int, timestamp: int) -> None:
+        one_by_one.produce(topic, value=f"{i}".encode(), timestamp=timestamp)
+        assert one_by_one.flush(10) == 0
+
+    for i in range(10):
+        write(i, old + i)
     config = mirror_config([a, b], ["A->B"], {"topics": topic})
     assert run_once(config, "A", "B").records == 10
 
     for i in range(10, 50):
-        # One flush per record: one batch, so one segment, per record.
-        produce(a.bootstrap, topic, [{"value": f"{i}".encode(), "timestamp": old + i if i < 30 else 0}])
+        write(i, old + i if i < 30 else 0)
     admin = AdminClient({"bootstrap.servers": a.bootstrap})
     resource = ConfigResource(
         "topic",

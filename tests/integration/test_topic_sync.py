@@ -20,6 +20,7 @@ from localkafka import Security
 from mirrorflow.cli import main
 from mirrorflow.control.topic_sync import (
     ANY_TOPIC_ACL,
+    NO_AUTHORIZER,
     TopicSyncFailed,
     run_refresh_topics,
     run_sync_topic_acls,
@@ -179,16 +180,8 @@ def target_acls(cluster) -> set[AclBinding]:
     return set(client.describe_acls(ANY_TOPIC_ACL).result())
 
 
-@pytest.fixture
-def authorizer_pair(local_kafka):
-    """Two clusters with Kafka's StandardAuthorizer (the PLAINTEXT listener is a super user)."""
-    secured = Security(authorizer=True)
-    source, target = local_kafka(security=secured), local_kafka(security=secured)
-    return Cluster("A", source.bootstrap, source), Cluster("B", target.bootstrap, target)
-
-
-def test_acl_sync_maps_literal_topic_acls_and_never_deletes(authorizer_pair) -> None:
-    a, b = authorizer_pair
+def test_acl_sync_maps_literal_topic_acls_and_never_deletes(kafka_clusters) -> None:
+    a, b = kafka_clusters(2)
     create_acls(
         a,
         acl("orders", "READ"),
@@ -220,6 +213,41 @@ def test_acl_sync_maps_literal_topic_acls_and_never_deletes(authorizer_pair) -> 
     again = run_sync_topic_acls(flow)
     assert again["synced"] == []
     assert target_acls(b) == expected | {acl("A.orders", "READ", principal="User:target-only")}
+
+
+def test_acl_sync_on_a_source_without_an_authorizer_says_so_and_changes_nothing(
+    local_kafka, kafka_clusters
+) -> None:
+    plain = local_kafka()  # no authorizer: DescribeAcls answers SECURITY_DISABLED
+    _, b = kafka_clusters(2)
+    a = Cluster("A", plain.bootstrap, plain)
+    create_topics(a.bootstrap, ("orders", 1))
+    result = run_sync_topic_acls(mm2_config([a, b], ["A->B"]).flow("A", "B"))
+    assert result["skipped"] == NO_AUTHORIZER and result["synced"] == [] and result["errors"] == {}
+    assert target_acls(b) == set()
+
+
+def test_acl_sync_refused_by_the_source_names_the_grant_and_is_never_a_silent_empty_sync(
+    local_kafka, kafka_clusters
+) -> None:
+    # librdkafka reports a refused DescribeAcls as an empty list; the job must not believe it.
+    secured = local_kafka(
+        security=Security(
+            listeners=("SASL_PLAINTEXT",), scram_users={"mirror": "mirror-secret"}, authorizer=True
+        )
+    )
+    _, b = kafka_clusters(2)
+    create_acls(Cluster("A", secured.bootstrap), acl("orders", "READ"))
+    a = Cluster("A", secured.bootstrap_for("SASL_PLAINTEXT"), secured)
+    sasl = (
+        "A.security.protocol = SASL_PLAINTEXT\n"
+        "A.sasl.mechanism = SCRAM-SHA-512\n"
+        "A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="mirror" password="mirror-secret";\n'
+    )
+    with pytest.raises(TopicSyncFailed, match="grant DESCRIBE on CLUSTER"):
+        run_sync_topic_acls(mm2_config([a, b], ["A->B"], sasl).flow("A", "B"))
+    assert target_acls(b) == set()
 
 
 def test_cli_runs_a_job_for_the_named_flow_and_explains_bad_choices(kafka_clusters, tmp_path) -> None:

@@ -66,7 +66,9 @@ def create(config: dict, topic: str, partitions: int = 1, replication: int = 1, 
 
 
 def test_a_restarted_node_keeps_what_it_acknowledged_on_the_same_port(local_kafka, tmp_path) -> None:
-    kafka = local_kafka(data_dir=tmp_path / "kafka")
+    # Random cluster ids are base64url and may start with '-', which the storage tool must not
+    # take for an option.
+    kafka = local_kafka(data_dir=tmp_path / "kafka", cluster_id="-" + "A" * 21)
     config = kafka.client_config()
     create(config, "kept", 1)
     produce_values(config, "kept", [b"%d" % i for i in range(100)])

@@ -49,8 +49,18 @@ def test_kafka_jars_are_the_pinned_version() -> None:
     """`make setup` resolved kafka/pom.xml: the broker, MM2 and the Connect runtime at one version."""
     names = {jar.name for jar in classpath()}
     version = kafka_version()
-    for artifact in ("kafka_2.13", "kafka-server", "kafka-storage", "kafka-raft", "kafka-metadata",
-                     "kafka-group-coordinator", "kafka-transaction-coordinator", "connect-mirror",
-                     "connect-mirror-client", "connect-runtime", "kafka-clients"):
+    for artifact in (
+        "kafka_2.13",
+        "kafka-server",
+        "kafka-storage",
+        "kafka-raft",
+        "kafka-metadata",
+        "kafka-group-coordinator",
+        "kafka-transaction-coordinator",
+        "connect-mirror",
+        "connect-mirror-client",
+        "connect-runtime",
+        "kafka-clients",
+    ):
         assert f"{artifact}-{version}.jar" in names, artifact
     assert not [n for n in names if n.startswith("kafka-clients-") and n != f"kafka-clients-{version}.jar"]

@@ -196,15 +196,57 @@ def _acl_text(binding: AclBinding) -> str:
     )
 
 
+NOT_ALLOWED_TO_DESCRIBE = (
+    "the source cluster does not let mirrorflow's principal DESCRIBE the cluster, which reading its "
+    "ACLs needs: grant DESCRIBE on CLUSTER to that principal on the source, or set "
+    "sync.topic.acls.enabled=false for this flow"
+)
+
+
+class AclReadRefused(RuntimeError):
+    """The source refuses to show its ACLs; the message says what to grant."""
+
+
+def read_source_topic_acls(admin: AdminClient) -> list[AclBinding] | None:
+    """The source's topic ACLs, or None when the source has no authorizer.
+
+    librdkafka drops DescribeAcls' error code (its response parser returns success whatever
+    the broker said), so an empty answer alone can mean no ACLs, no authorizer
+    (SECURITY_DISABLED) or no permission (CLUSTER_AUTHORIZATION_FAILED). DescribeCluster's
+    authorized operations say whether we may describe the cluster at all, and the broker's
+    `authorizer.class.name` whether an empty answer means there is no authorizer."""
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT_S).result(
+        TIMEOUT_S
+    )
+    # Kafka answers an empty set (librdkafka: None) when the principal may not DESCRIBE the cluster.
+    if not {AclOperation.DESCRIBE, AclOperation.ALL} & set(cluster.authorized_operations or ()):
+        raise AclReadRefused(NOT_ALLOWED_TO_DESCRIBE)
+    try:
+        bindings = admin.describe_acls(ANY_TOPIC_ACL, request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    except KafkaException as exc:
+        if is_security_disabled(exc):
+            return None
+        raise
+    if bindings or not cluster.nodes:
+        return bindings
+    broker = ConfigResource(ResourceType.BROKER, str(cluster.nodes[0].id))
+    try:
+        configs = admin.describe_configs([broker], request_timeout=TIMEOUT_S)[broker].result(TIMEOUT_S)
+    except KafkaException:
+        return bindings  # may not read broker configs: no ACLs is all we can say
+    authorizer = configs.get("authorizer.class.name")
+    return None if authorizer is not None and not authorizer.value else bindings
+
+
 def sync_topic_acls(flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient) -> AclSync:
     """Copy the source's topic ACLs onto the remote topics (additions only)."""
     try:
-        bindings = source_admin.describe_acls(ANY_TOPIC_ACL, request_timeout=TIMEOUT_S).result(TIMEOUT_S)
-    except KafkaException as exc:
-        if is_security_disabled(exc):
-            log.info("%s: %s", flow.name, NO_AUTHORIZER)
-            return AclSync(skipped=NO_AUTHORIZER)
-        raise
+        bindings = read_source_topic_acls(source_admin)
+    except AclReadRefused as exc:
+        return AclSync(errors={"source ACLs": str(exc)})
+    if bindings is None:
+        log.info("%s: %s", flow.name, NO_AUTHORIZER)
+        return AclSync(skipped=NO_AUTHORIZER)
     wanted = list(dict.fromkeys(t for b in bindings if (t := target_acl_binding(flow, b)) is not None))
     out = AclSync()
     if not wanted:

@@ -53,6 +53,7 @@ CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
 ATTEMPTS = 3
 CLIENT_TIMEOUT_S = 60.0
+NEW_TOPIC_WAIT_S = 10.0
 
 # Source consumer settings that suit a bulk copy; the user's source consumer config overrides
 # them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
@@ -194,10 +195,19 @@ def _resume_offset(span: PartitionSpan, stored: int | None) -> int:
 
 
 def _partition_count(producer: Producer, topic: str) -> int:
-    metadata = producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None or not metadata.partitions:
-        raise CopyError(f"topic {topic} is missing on the target cluster: {metadata and metadata.error}")
-    return len(metadata.partitions)
+    """Partitions of `topic` on the target. A topic the plan created moments ago may not have
+    reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION for a while): wait that out, briefly."""
+    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+    while True:
+        metadata = producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics.get(topic)
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            return len(metadata.partitions)
+        unknown = metadata is None or (
+            metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        )
+        if not unknown or time.monotonic() > deadline:
+            raise CopyError(f"topic {topic} is missing on the target cluster: {metadata and metadata.error}")
+        time.sleep(0.1)
 
 
 def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None:

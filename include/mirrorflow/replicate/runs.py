@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.kafka import read_partition
+from mirrorflow.kafka import await_topics, read_partition
 
 RUNS_TOPIC = "mirrorflow-runs.internal"
 RETENTION_MS = 30 * 24 * 3600 * 1000
@@ -41,11 +41,12 @@ def ensure_runs_topic(admin: AdminClient, replication_factor: int) -> bool:
     )
     try:
         admin.create_topics([topic], request_timeout=60)[RUNS_TOPIC].result(60)
-        return True
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
         raise
+    await_topics(admin, {RUNS_TOPIC: 1}, timeout_s=60)
+    return True
 
 
 def run_key(flow: str, run_id: str, kind: str) -> bytes:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from mirrorflow.config import FlowConfig
+from mirrorflow.kafka import await_topics
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.filters import TopicConfigEntry, topic_creation_configs
 
@@ -131,6 +132,14 @@ def sync_remote_topics(
                 out.errors[topic] = (
                     f"cannot grow {remote} to {out.partitions[topic]} partitions: {exc.args[0].str()}"
                 )
+    changed = {
+        remote: out.partitions[by_source]
+        for by_source, remote in out.remote.items()
+        if remote in out.created or remote in out.grown
+    }
+    if changed:
+        # The copy tasks produce to them next, maybe through other brokers than the one that answered.
+        await_topics(target_admin, changed, timeout_s=TIMEOUT_S)
     return out
 
 
@@ -155,7 +164,6 @@ def ensure_topic(
     topic = NewTopic(name, partitions, replication_factor, config=dict(configs))
     try:
         admin.create_topics([topic], request_timeout=TIMEOUT_S)[name].result(TIMEOUT_S)
-        return True
     except KafkaException as exc:
         error = exc.args[0]
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -164,3 +172,5 @@ def ensure_topic(
         if error.code() == KafkaError.INVALID_REPLICATION_FACTOR:
             hint = f"; {factor_key} is {replication_factor}: lower it (or -1 for the broker default)"
         raise InternalTopicError(f"cannot create {what} topic {name}: {error.str()}{hint}") from exc
+    await_topics(admin, {name: partitions}, timeout_s=TIMEOUT_S)
+    return True
