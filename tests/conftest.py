@@ -164,16 +164,22 @@ def worker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker
 
 
 @pytest.fixture
-def kafka_clusters(worker_clusters: WorkerClusters) -> Callable[[int], list[Cluster]]:
-    """`kafka_clusters(2)` -> clusters A and B, emptied for this test."""
+def kafka_clusters(worker_clusters: WorkerClusters) -> Iterator[Callable[[int], list[Cluster]]]:
+    """`kafka_clusters(2)` -> clusters A and B, emptied for this test and after it (so tests on
+    `shared_clusters` never meet the fixed names, such as `heartbeats`, that it created)."""
+    taken: list[Cluster] = []
 
     def take(count: int) -> list[Cluster]:
         clusters = worker_clusters.get(*ALIASES[:count])
         for cluster in clusters:
             empty_cluster(cluster.bootstrap)
+        taken.extend(clusters)
         return clusters
 
-    return take
+    yield take
+    for cluster in taken:
+        if cluster.kafka is not None and all(node.running for node in cluster.kafka.nodes):
+            empty_cluster(cluster.bootstrap)
 
 
 @pytest.fixture

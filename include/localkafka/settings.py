@@ -38,8 +38,10 @@ _SCRAM_UNSAFE = set(',[]"= ')
 # - the log cleaner looks for dirty logs every 100 ms instead of 15 s, so compaction on demand
 #   (localkafka.compaction) takes well under a second;
 # - retention is enforced every 500 ms instead of 5 minutes, starting at once instead of 30 s
-#   after start-up (log.initial.task.delay.ms), and timed-out transactions are aborted within a
-#   second of their timeout.
+#   after start-up (log.initial.task.delay.ms), but by time only where a topic sets retention.ms
+#   (log.retention.ms=-1): fixtures often carry old timestamps, which Kafka's 7-day default would
+#   delete within the second;
+# - timed-out transactions are aborted within a second of their timeout.
 QUICK_CLUSTER: dict[str, object] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 5,
@@ -47,6 +49,7 @@ QUICK_CLUSTER: dict[str, object] = {
     "log.cleaner.backoff.ms": 100,
     "log.retention.check.interval.ms": 500,
     "log.initial.task.delay.ms": 0,
+    "log.retention.ms": -1,
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
 }
 

@@ -11,7 +11,8 @@ from confluent_kafka import Producer
 from mirrorflow.demo import SEED_TOPICS, seed
 from mirrorflow.replicate.runs import iter_run_records
 
-from ..integration.kafkatools import create_topics, read_all
+from ..integration.kafkatools import create_topics, produce, read_all
+from .spark_standalone import start_standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = str(ROOT / "include" / "config" / "demo.properties")
@@ -54,6 +55,36 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     assert len(read_all(backup.bootstrap, "primary.orders", 0)) == len(
         read_all(primary.bootstrap, "orders", 0)
     )
+
+
+def test_replicate_dag_copies_on_a_spark_standalone_cluster(airflow_home, kafka_clusters, tmp_path) -> None:
+    """Scaling out as the README describes it: the same DAG, `spark_default` pointing at a
+    standalone master, the copy's tasks run by executors of a separate worker process."""
+    primary, backup = kafka_clusters(2)
+    create_topics(primary.bootstrap, ("orders", 4))
+    produce(
+        primary.bootstrap,
+        "orders",
+        [{"key": b"%d" % i, "value": b"v%d" % i, "partition": i % 4} for i in range(400)],
+    )
+    spark = start_standalone(tmp_path / "spark")
+    try:
+        env = {**_env(primary, backup), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection()}
+        result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=env)
+        assert result.succeeded, result.log[-4000:]
+        assert f"--master {spark.master_url}" in result.log
+        apps = spark.status()["completedapps"]
+        assert [app["name"] for app in apps] == ["mirrorflow-primary-backup"], apps
+    finally:
+        spark.stop()
+    executors = list((tmp_path / "spark" / "work").glob("app-*/*/stderr"))
+    assert executors, "no executor ran on the standalone worker"
+    for partition in range(4):
+        source = read_all(primary.bootstrap, "orders", partition)
+        assert [r.content() for r in read_all(backup.bootstrap, "primary.orders", partition)] == [
+            r.content() for r in source
+        ]
+        assert len(source) == 100
 
 
 def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clusters, unique) -> None:

@@ -1,0 +1,116 @@
+"""A Spark standalone cluster on loopback (one master, one worker) from pyspark's own scripts, for
+the scale-out test: the replicate DAG's copy then runs on a `spark://` master, as it would on a
+real cluster, instead of in `local[N]`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+SPARK_CLASS = str(Path(sys.executable).parent / "spark-class")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class SparkStandalone:
+    master_url: str
+    master_ui: str
+    processes: list[subprocess.Popen]
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"{self.master_ui}/json", timeout=5) as response:
+            return json.load(response)
+
+    def connection(self) -> str:
+        """The `spark_default` Airflow connection that points spark-submit at this master."""
+        host, port = self.master_url.removeprefix("spark://").split(":")
+        return json.dumps(
+            {
+                "conn_type": "spark",
+                "host": f"spark://{host}",
+                "port": int(port),
+                "extra": {"deploy-mode": "client"},
+            }
+        )
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def start_standalone(
+    work_dir: Path, *, cores: int = 2, memory: str = "2g", timeout: float = 90
+) -> SparkStandalone:
+    if not shutil.which(SPARK_CLASS):
+        raise RuntimeError(f"{SPARK_CLASS} is missing: pyspark installs it; run `make setup`")
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(work_dir / "work")}
+    logs = work_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def launch(name: str, *args: str) -> subprocess.Popen:
+        with open(logs / f"{name}.log", "ab") as out:
+            return subprocess.Popen([SPARK_CLASS, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    master_url = f"spark://127.0.0.1:{port}"
+    master = launch(
+        "master",
+        "org.apache.spark.deploy.master.Master",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--webui-port",
+        str(ui),
+    )
+    cluster = SparkStandalone(master_url, f"http://127.0.0.1:{ui}", [master])
+    try:
+        worker = launch(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            master_url,
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            str(worker_ui),
+        )
+        cluster.processes.append(worker)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if any(w.get("state") == "ALIVE" for w in cluster.status().get("workers", [])):
+                    return cluster
+            except OSError:
+                pass
+            for process in cluster.processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited: {(logs).as_posix()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no Spark worker registered within {timeout:.0f}s (logs in {logs})")
+            time.sleep(0.5)
+    except BaseException:
+        cluster.stop()
+        raise
