@@ -63,7 +63,16 @@ def start_standalone(
     if not shutil.which(SPARK_CLASS):
         raise RuntimeError(f"{SPARK_CLASS} is missing: pyspark installs it; run `make setup`")
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_WORKER_DIR": str(work_dir / "work")}
+    import pyspark
+
+    env = {
+        **os.environ,
+        # pip's pyspark is a Spark distribution; say so rather than let spark-class search PATH.
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_WORKER_DIR": str(work_dir / "work"),
+    }
     logs = work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
 
@@ -107,7 +116,7 @@ def start_standalone(
                 pass
             for process in cluster.processes:
                 if process.poll() is not None:
-                    raise RuntimeError(f"a Spark daemon exited: {(logs).as_posix()}")
+                    raise RuntimeError(f"a Spark daemon exited; its log is in {logs}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no Spark worker registered within {timeout:.0f}s (logs in {logs})")
             time.sleep(0.5)

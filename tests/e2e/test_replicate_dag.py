@@ -74,7 +74,7 @@ def test_replicate_dag_copies_on_a_spark_standalone_cluster(airflow_home, kafka_
         assert result.succeeded, result.log[-4000:]
         assert f"--master {spark.master_url}" in result.log
         apps = spark.status()["completedapps"]
-        assert [app["name"] for app in apps] == ["mirrorflow-primary-backup"], apps
+        assert [app["name"].split(" manual__")[0] for app in apps] == ["mirrorflow primary->backup"], apps
     finally:
         spark.stop()
     executors = list((tmp_path / "spark" / "work").glob("app-*/*/stderr"))
