@@ -6,6 +6,7 @@ holds the few patterns several of them need, so each is written (and tested) onc
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -23,6 +24,14 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TIMEOUT_S = 60.0
 POLL_S = 0.05
+ATTEMPT_S = 5.0
+# librdkafka's own codes for "the broker asked is gone": worth asking again, after a metadata refresh.
+LEADER_GONE = (
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._DESTROY_BROKER,
+    KafkaError._NODE_UPDATE,
+)
 
 
 class KafkaCallError(RuntimeError):
@@ -61,6 +70,31 @@ def await_topics(admin: AdminClient, partitions: Mapping[str, int], *, timeout_s
                 f"topics created {timeout_s:.0f}s ago are still not served by the brokers: {', '.join(sorted(waiting))}"
             )
         time.sleep(POLL_S)
+
+
+def watermarks(
+    consumer: Consumer, topic: str, partition: int, *, timeout_s: float = TIMEOUT_S
+) -> tuple[int, int]:
+    """(low, high) watermarks asked of the partition's leader, retrying what Kafka means as "ask
+    again": NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE right after a topic is created or
+    while leadership moves, and a leader that stopped answering (asked again in short attempts,
+    so the client looks up the new leader in between)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        try:
+            return consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=attempt, cached=False
+            )
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            again = isinstance(error, KafkaError) and (error.retriable() or error.code() in LEADER_GONE)
+            if not again or time.monotonic() > deadline:
+                raise
+            # librdkafka keeps asking the leader it knows; a metadata request shows it the new one.
+            with contextlib.suppress(KafkaException):
+                consumer.list_topics(topic, timeout=attempt)
+            time.sleep(POLL_S)
 
 
 def reader(config: Mapping[str, Any], *, isolation: str = "read_committed") -> Consumer:

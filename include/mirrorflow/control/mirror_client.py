@@ -28,7 +28,7 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
-from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader
+from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader, watermarks
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
 from mirrorflow.replicate.runs import RUNS_TOPIC
@@ -336,9 +336,7 @@ def last_run_summary(
         meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
         if meta is None or meta.error is not None:
             return None
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(RUNS_TOPIC, 0), timeout=timeout_s, cached=False
-        )
+        low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
     finally:
         consumer.close()
     window = FIRST_SCAN

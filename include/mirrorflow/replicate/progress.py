@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.kafka import POLL_S
+from mirrorflow.kafka import POLL_S, watermarks
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
@@ -92,7 +92,7 @@ def _read_settled(
     targets: dict[int, int] = {}
     starts = []
     for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+        low, high = watermarks(consumer, topic, p, timeout_s=30)
         if high > low:
             targets[p] = high
             starts.append(TopicPartition(topic, p, low))
