@@ -301,6 +301,7 @@ def test_new_topics_and_partitions_are_copied_on_the_next_run(shared_clusters, u
 # -- where a run starts -----------------------------------------------------------------------
 
 
+@pytest.mark.local_kafka  # needs the test clusters' quick retention checks
 def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(
     shared_clusters, unique
 ) -> None:
