@@ -67,6 +67,12 @@ class StatusCollector(Collector):
             "Offsets still to copy when the last run ended, per source topic",
             labels=["flow", "topic"],
         )
+        lost = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_lost_to_retention",
+            "Offsets the source deleted (retention, DeleteRecords) before the last run could copy them, "
+            "per source topic",
+            labels=["flow", "topic"],
+        )
         for flow in status.flows:
             if flow.last_run is None or flow.last_run_ms is None:
                 continue
@@ -77,7 +83,9 @@ class StatusCollector(Collector):
             failed.add_metric([flow.flow], float(totals.get("failed_partitions", 0)))
             for topic, left in sorted(flow.last_run.get("lag_left", {}).items()):
                 lag.add_metric([flow.flow, topic], float(left))
-        yield from (last, records, copied, failed, lag)
+            for topic, row in sorted(flow.last_run.get("topics", {}).items()):
+                lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
+        yield from (last, records, copied, failed, lag, lost)
 
 
 def render(status: MirrorStatus) -> bytes:

@@ -301,58 +301,98 @@ def test_new_topics_and_partitions_are_copied_on_the_next_run(shared_clusters, u
 # -- where a run starts -----------------------------------------------------------------------
 
 
+class RetentionTopic:
+    """A one-partition source topic whose old records retention can cut exactly, on demand.
+
+    Test clusters enforce retention every 500 ms (log.retention.check.interval.ms). Each record
+    is its own batch (one flush per record) and segments of 100 bytes (Kafka's
+    internal.segment.bytes, below segment.bytes' 1 MiB floor) hold one such batch. The remote
+    topic exists already: created by the plan it would get those tiny segments too (topic
+    configs are copied), and copied batches (provenance header added) would not fit."""
+
+    def __init__(self, a: Any, b: Any, topic: str) -> None:
+        self.a, self.topic = a, topic
+        create_topics(a.bootstrap, (topic, 1, {"internal.segment.bytes": "100", "retention.ms": "-1"}))
+        create_topics(b.bootstrap, (f"A.{topic}", 1))
+        self.old = int(time.time() * 1000) - 24 * 3600 * 1000
+        self.producer = Producer({"bootstrap.servers": a.bootstrap, "acks": "all"})
+        self.admin = AdminClient({"bootstrap.servers": a.bootstrap})
+
+    def write(self, offsets: range, *, old_below: int) -> None:
+        """Records numbered like their offsets; those below `old_below` are a day old."""
+        for i in offsets:
+            self.producer.produce(
+                self.topic, value=f"{i}".encode(), timestamp=self.old + i if i < old_below else 0
+            )
+            assert self.producer.flush(10) == 0
+
+    def expire_old_records(self, until: int) -> None:
+        """Retention of an hour: wait until everything before `until` is gone."""
+        resource = ConfigResource(
+            "topic",
+            self.topic,
+            incremental_configs=[
+                ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        self.admin.incremental_alter_configs([resource])[resource].result(10)
+        deadline = time.monotonic() + 30
+        partition = TopicPartition(self.topic, 0)
+        earliest = OffsetSpec.earliest()
+        while self.admin.list_offsets({partition: earliest})[partition].result(10).offset < until:
+            assert time.monotonic() < deadline, "retention did not remove the old segments"
+            time.sleep(0.05)
+
+
 @pytest.mark.local_kafka  # needs the test clusters' quick retention checks
 def test_offsets_deleted_on_the_source_before_the_copy_are_reported_and_skipped(
     shared_clusters, unique
 ) -> None:
-    # Test clusters enforce retention every 500 ms (log.retention.check.interval.ms). Each record
-    # is its own batch (one flush per record) and segments of 100 bytes (Kafka's
-    # internal.segment.bytes, below segment.bytes' 1 MiB floor) hold one such batch, so retention
-    # cuts the log exactly.
     a, b, _ = shared_clusters
-    topic = unique("retention")
-    create_topics(a.bootstrap, (topic, 1, {"internal.segment.bytes": "100", "retention.ms": "-1"}))
-    # The remote topic exists already: created by the plan it would get those tiny segments too
-    # (topic configs are copied), and copied batches (provenance header added) would not fit.
-    create_topics(b.bootstrap, (f"A.{topic}", 1))
-    old = int(time.time() * 1000) - 24 * 3600 * 1000
-    one_by_one = Producer({"bootstrap.servers": a.bootstrap, "acks": "all"})
-
-    def write(i: int, timestamp: int) -> None:
-        one_by_one.produce(topic, value=f"{i}".encode(), timestamp=timestamp)
-        assert one_by_one.flush(10) == 0
-
-    for i in range(10):
-        write(i, old + i)
+    source = RetentionTopic(a, b, unique("retention"))
+    topic = source.topic
+    source.write(range(10), old_below=30)
     config = mirror_config([a, b], ["A->B"], {"topics": topic})
     assert run_once(config, "A", "B").records == 10
 
-    for i in range(10, 50):
-        write(i, old + i if i < 30 else 0)
-    admin = AdminClient({"bootstrap.servers": a.bootstrap})
-    resource = ConfigResource(
-        "topic",
-        topic,
-        incremental_configs=[
-            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
-    admin.incremental_alter_configs([resource])[resource].result(10)
-    deadline = time.monotonic() + 30
-    while _earliest(admin, topic) < 30:
-        assert time.monotonic() < deadline, "retention did not remove the old segments"
-        time.sleep(0.05)
+    source.write(range(10, 50), old_below=30)
+    source.expire_old_records(until=30)
 
-    run = run_once(config, "A", "B")
+    run = run_once(config, "A", "B", report=True)
     assert run.planned["topics"][topic]["lost"] == 20
     assert run.spans() == {(topic, 0): (30, 50)}
     copied = [read_provenance(r.headers).source_offset for r in read_all(b.bootstrap, f"A.{topic}")]
     assert copied == list(range(10)) + list(range(30, 50))
+    assert run.summary["lost_to_retention"] == 20
+    assert run.summary["lost"] == [{"topic": topic, "partition": 0, "offsets": [[10, 30]]}]
 
 
-def _earliest(admin: AdminClient, topic: str) -> int:
-    tp = TopicPartition(topic, 0)
-    return admin.list_offsets({tp: OffsetSpec.earliest()})[tp].result(10).offset
+@pytest.mark.local_kafka  # needs the test clusters' quick retention checks
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_retention_passing_the_planned_start_before_the_copy_is_counted_and_never_skips_more(
+    shared_clusters, unique, reset
+) -> None:
+    """Retention deletes offsets 10-29 after the plan fixed the span at 10-49: the copy must not
+    reset by itself (to the end with `latest`, silently with `earliest`), it copies 30-49 and
+    reports 10-29 as lost to retention."""
+    a, b, _ = shared_clusters
+    source = RetentionTopic(a, b, unique("race"))
+    topic = source.topic
+    config = mirror_config([a, b], ["A->B"], {"topics": topic, "A.consumer.auto.offset.reset": reset})
+    source.write(range(10), old_below=30)
+    first = run_once(config, "A", "B")
+    assert first.records == (10 if reset == "earliest" else 0)
+
+    source.write(range(10, 50), old_below=30)
+    run = run_once(config, "A", "B", report=True, between_plan_and_copy=lambda: source.expire_old_records(30))
+
+    assert run.spans() == {(topic, 0): (10, 50)}, "the plan saw offsets 10-49"
+    copied = [read_provenance(r.headers).source_offset for r in read_all(b.bootstrap, f"A.{topic}")]
+    assert copied == (list(range(10)) if reset == "earliest" else []) + list(range(30, 50))
+    (unit,) = run.results
+    assert unit.lost == [(10, 30)] and unit.progress == 49
+    assert run.summary["lost_to_retention"] == 20
+    assert run.summary["topics"][topic]["lost_to_retention"] == 20
 
 
 def test_auto_offset_reset_latest_marks_progress_and_copies_only_new_records(shared_clusters, unique) -> None:

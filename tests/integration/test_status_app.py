@@ -39,6 +39,7 @@ def test_status_json_metrics_and_page(replicated, monkeypatch: pytest.MonkeyPatc
     assert 'mirrorflow_flow_last_run_records{flow="A->B"} 50.0' in text
     assert 'mirrorflow_flow_last_run_failed_partitions{flow="A->B"} 0.0' in text
     assert f'mirrorflow_flow_lag_records{{flow="A->B",topic="{topic}"}} 0.0' in text
+    assert f'mirrorflow_flow_last_run_lost_to_retention{{flow="A->B",topic="{topic}"}} 0.0' in text
     assert 'mirrorflow_cluster_up{cluster="A"} 1.0' in text
 
     page = client.get("/ui")

@@ -69,3 +69,30 @@ def test_report_counts_partitions_that_stopped_short_as_failed() -> None:
     assert "before the planned end 10" in report.failed[0]["error"]
     assert report.per_topic()["t"]["failed"] == 1
     assert report.totals()["failed_partitions"] == 1
+
+
+def test_losses_are_ranges_so_attempts_that_meet_the_same_gap_count_it_once() -> None:
+    from mirrorflow.replicate.copy import UnitResult
+    from mirrorflow.replicate.report import RunReport
+
+    plan = _plan(
+        [
+            PartitionSpan("t", 0, "A.t", 20, 100, progress=9, lost=10),
+            PartitionSpan("t", 1, "A.t", 0, 5, lost=4),
+        ]
+    )
+    unit = UnitResult("t", 0, "A.t", 20, 100)
+    unit.count_lost(10, 20)  # what the plan found
+    unit.count_lost(20, 40)  # retention ran on between plan and copy
+    unit.count_lost(25, 40)  # a retried attempt met the same gap
+    assert unit.lost == [(10, 40)] and unit.lost_to_retention == 30
+
+    # The copy step ran twice (a Spark retry): the second attempt met part of the gap again.
+    first = RunReport.from_results(plan, [unit], 0, 1)
+    again = UnitResult("t", 0, "A.t", 20, 100, progress=99)
+    again.count_lost(30, 45)
+    merged = RunReport.merge([first, RunReport.from_results(plan, [again], 1, 2)])
+    # Partition 1 never reported back: the plan's own count of it still shows.
+    assert merged.totals()["lost_to_retention"] == 35 + 4
+    assert merged.summary()["lost"] == [{"topic": "t", "partition": 0, "offsets": [[10, 45]]}]
+    assert merged.per_topic()["t"]["lost_to_retention"] == 35 + 4

@@ -97,7 +97,7 @@ PAGE = """<!doctype html>
 </style></head>
 <body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
 <h2>Flows</h2><table id="flows"><tr><th>flow</th><th>last run</th><th>finished</th>
-<th>records</th><th>failed partitions</th><th>lag left</th></tr></table>
+<th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th></tr></table>
 <h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
 <th>newest heartbeat age (s)</th><th>via</th></tr></table>
 <script>
@@ -110,7 +110,8 @@ fetch("status").then(r=>r.json()).then(s=>{
     if(!f.last_run){cell(r,"no run yet");continue;}
     const t=f.last_run.totals, lag=Object.values(f.last_run.lag_left||{}).reduce((a,b)=>a+b,0);
     cell(r,f.last_run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
-    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");}
+    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");
+    const lost=f.last_run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");}
   const clusters=document.getElementById("clusters");
   for(const c of s.clusters){
     if(c.error){const r=clusters.insertRow();cell(r,c.alias);cell(r,c.error,"bad");continue;}

@@ -477,10 +477,22 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
         console.print("  nothing to copy: every partition is caught up", highlight=False)
 
 
+LOST_LINES = 20
+
+
 def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
     """One row per source topic of the plan, copied or not."""
     table = Table(title=f"{plan.flow} {plan.mode} run {plan.run_id}")
-    for column in ("source topic", "remote topic", "partitions", "planned", "records", "bytes", "lag left"):
+    for column in (
+        "source topic",
+        "remote topic",
+        "partitions",
+        "planned",
+        "records",
+        "bytes",
+        "lag left",
+        "lost to retention",
+    ):
         table.add_column(column, justify="left" if "topic" in column else "right", overflow="fold")
     table.add_column("failed", justify="right")
     copied = summary.get("topics", {})
@@ -489,6 +501,7 @@ def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
     for topic, row in sorted(plan.summary().items()):
         done = copied.get(topic, {})
         failed = done.get("failed", 0)
+        lost = done.get("lost_to_retention", row["lost"])
         table.add_row(
             escape(topic),
             escape(remote[topic]),
@@ -497,6 +510,7 @@ def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
             f"{done.get('records', 0):,}",
             f"{done.get('bytes', 0):,}",
             f"{lag.get(topic, 0):,}",
+            f"[yellow]{lost:,}[/yellow]" if lost else "0",
             f"[red]{failed}[/red]" if failed else "0",
         )
     return table
@@ -513,6 +527,17 @@ def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
         f"{totals['offset_syncs']:,} offset-sync(s){passes}; {summary['seconds']:.1f}s",
         highlight=False,
     )
+    for gone in summary.get("lost", [])[:LOST_LINES]:
+        ranges = ", ".join(f"{start}-{end - 1}" for start, end in gone["offsets"])
+        console.print(
+            f"[yellow]{escape(gone['topic'])}-{gone['partition']}: offsets {ranges} were deleted from the source "
+            "(retention or DeleteRecords) before they could be copied[/yellow]",
+            highlight=False,
+        )
+    if len(summary.get("lost", [])) > LOST_LINES:
+        console.print(
+            f"[yellow]... and {len(summary['lost']) - LOST_LINES} more partitions with losses[/yellow]"
+        )
     if outcome.failure:
         err.print("[bold red]FAILED[/bold red]", highlight=False)
         err.print(escape(outcome.failure), highlight=False)

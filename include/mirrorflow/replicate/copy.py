@@ -37,6 +37,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from mirrorflow.kafka import watermarks
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
@@ -113,11 +114,33 @@ class UnitResult:
     seconds: float = 0.0
     copy_seconds: float = 0.0
     interleaved_chunks: int = 0
+    lost: list[tuple[int, int]] = field(default_factory=list)
+    """Offset ranges [start, end) deleted from the source (retention, DeleteRecords) before they
+    were copied: found by the plan or met by the copy. Ranges, not a count, so that attempts
+    which meet the same gap again never count it twice."""
     error: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def lost_to_retention(self) -> int:
+        return sum(end - start for start, end in self.lost)
+
+    def count_lost(self, start: int, end: int) -> None:
+        self.lost = merge_ranges([*self.lost, (start, end)])
+
+
+def merge_ranges(ranges: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
+    """The union of half-open offset ranges, sorted and without overlaps or empty ranges."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted((int(a), int(b)) for a, b in ranges if b > a):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
@@ -127,6 +150,8 @@ def transactional_id(source: str, target: str, topic: str, partition: int) -> st
 def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
     """Copy `span`, retrying transient failures; never raises (the error is in the result)."""
     result = UnitResult(span.topic, span.partition, span.remote_topic, span.start, span.end)
+    if span.lost:
+        result.count_lost(span.start - span.lost, span.start)
     started = time.monotonic()
     for attempt in range(1, ATTEMPTS + 1):
         result.attempts = attempt
@@ -176,9 +201,12 @@ def source_consumer_config(job: CopyJob) -> dict[str, Any]:
     itself relies on (no group offsets, EOF events, its own group id)."""
     return {
         "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest",
         **CONSUMER_DEFAULTS,
         **job.source_consumer,
+        # The plan fixed where each span starts (the user's auto.offset.reset only decides that
+        # for partitions with no progress). The copy never jumps by itself: an offset that is
+        # gone is an error event, counted as lost to retention or failed, never skipped silently.
+        "auto.offset.reset": "error",
         "group.id": f"mirrorflow-{job.source}->{job.target}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -385,6 +413,14 @@ class _PartitionCopy:
                             reached_end = True
                             break
                         continue
+                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                        resume = self._skip_deleted(
+                            message.offset() if message.offset() >= 0 else last_processed + 1
+                        )
+                        last_processed = resume - 1
+                        if resume >= end:
+                            reached_end = True
+                        break
                     raise KafkaException(error)
                 offset = message.offset()
                 if offset >= end:
@@ -443,6 +479,24 @@ class _PartitionCopy:
         chunk.bytes = chunk_bytes
         chunk.skipped_loops = skipped
         return chunk
+
+    def _skip_deleted(self, position: int) -> int:
+        """The source no longer has `position`. If retention (or DeleteRecords) removed it, count
+        what is gone up to the partition's earliest offset and read on from there; anything else
+        (the partition now ends below it: a recreated topic) fails the partition."""
+        span = self.span
+        low, high = watermarks(self.consumer, span.topic, span.partition)
+        if position >= low:
+            raise CopyError(
+                f"{span.topic}-{span.partition}: offset {position} is out of range on the source, whose "
+                f"offsets now run from {low} to {high}; the partition was truncated or the topic "
+                "recreated, so the copy stops rather than guess where to go on"
+            )
+        resume = min(low, span.end)
+        self.result.count_lost(position, resume)
+        if resume < span.end:
+            self.consumer.assign([TopicPartition(span.topic, span.partition, resume)])
+        return resume
 
     def _produce_when_room(
         self,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mirrorflow.replicate.copy import UnitResult
+from mirrorflow.replicate.copy import UnitResult, merge_ranges
 from mirrorflow.replicate.plan import Plan
 
 TOTAL_FIELDS = (
@@ -26,6 +26,10 @@ TOTAL_FIELDS = (
 )
 
 
+def _lost(unit: Mapping[str, Any]) -> int:
+    return sum(end - start for start, end in unit.get("lost", ()))
+
+
 @dataclass
 class RunReport:
     run_id: str
@@ -37,7 +41,9 @@ class RunReport:
     units: list[dict[str, Any]] = field(default_factory=list)
     planned_ranges: int = 0
     planned_offsets: int = 0
-    lost_to_retention: int = 0
+    # Per topic, offsets the plan found deleted on partitions that have no unit in the report;
+    # the units carry their own lost ranges (the plan's included), so the totals add both.
+    lost_unreported: dict[str, int] = field(default_factory=dict)
     lag_left: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -45,6 +51,12 @@ class RunReport:
         cls, plan: Plan, results: Iterable[UnitResult | Mapping[str, Any]], started_ms: int, finished_ms: int
     ) -> RunReport:
         units = [asdict(r) if isinstance(r, UnitResult) else dict(r) for r in results]
+        reported = {(u["topic"], u["partition"]) for u in units}
+        # What the plan found deleted on partitions whose copy reported nothing still counts.
+        unreported: dict[str, int] = {}
+        for span in plan.spans:
+            if span.lost and (span.topic, span.partition) not in reported:
+                unreported[span.topic] = unreported.get(span.topic, 0) + span.lost
         return cls(
             run_id=plan.run_id,
             flow=plan.flow,
@@ -55,7 +67,7 @@ class RunReport:
             units=sorted(units, key=lambda u: (u["topic"], u["partition"])),
             planned_ranges=len(plan.ranges()),
             planned_offsets=sum(s.pending for s in plan.spans),
-            lost_to_retention=sum(s.lost for s in plan.spans),
+            lost_unreported=unreported,
         )
 
     @classmethod
@@ -71,6 +83,7 @@ class RunReport:
                     merged = units[key]
                     for name in (*TOTAL_FIELDS, "attempts", "seconds"):
                         unit = {**unit, name: merged.get(name, 0) + unit.get(name, 0)}
+                    unit["lost"] = merge_ranges([*merged.get("lost", []), *unit.get("lost", [])])
                 units[key] = unit
         return cls(
             run_id=last.run_id,
@@ -82,7 +95,7 @@ class RunReport:
             units=sorted(units.values(), key=lambda u: (u["topic"], u["partition"])),
             planned_ranges=last.planned_ranges,
             planned_offsets=last.planned_offsets,
-            lost_to_retention=last.lost_to_retention,
+            lost_unreported=last.lost_unreported,
         )
 
     @property
@@ -105,6 +118,7 @@ class RunReport:
 
     def totals(self) -> dict[str, int]:
         totals = {name: sum(int(u.get(name, 0)) for u in self.units) for name in TOTAL_FIELDS}
+        totals["lost_to_retention"] = sum(self.lost_unreported.values()) + sum(_lost(u) for u in self.units)
         totals["partitions"] = len(self.units)
         totals["failed_partitions"] = len(self.failed)
         return totals
@@ -120,13 +134,18 @@ class RunReport:
                     "partitions": 0,
                     "records": 0,
                     "bytes": 0,
+                    "lost_to_retention": 0,
                     "failed": 0,
                 },
             )
             row["partitions"] += 1
             row["records"] += unit["records"]
             row["bytes"] += unit["bytes"]
+            row["lost_to_retention"] += _lost(unit)
             row["failed"] += (unit["topic"], unit["partition"]) in failed
+        for topic, lost in self.lost_unreported.items():
+            if topic in out:
+                out[topic]["lost_to_retention"] += lost
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -139,7 +158,12 @@ class RunReport:
             "seconds": round((self.finished_ms - self.started_ms) / 1000, 3),
             "planned_ranges": self.planned_ranges,
             "planned_offsets": self.planned_offsets,
-            "lost_to_retention": self.lost_to_retention,
+            "lost_to_retention": self.totals()["lost_to_retention"],
+            "lost": [
+                {"topic": u["topic"], "partition": u["partition"], "offsets": [list(r) for r in u["lost"]]}
+                for u in self.units
+                if u.get("lost")
+            ],
             "totals": self.totals(),
             "topics": self.per_topic(),
             "failed": [
