@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from localkafka.compaction import compact
 from mirrorflow.mm2.formats import OffsetSync
@@ -245,3 +246,67 @@ def test_at_least_once_duplicates_are_bounded_by_one_chunk(clusters) -> None:
     copied = [read_provenance(r.headers).source_offset for r in read_all(dst.bootstrap, "A.big")]
     assert set(copied) == set(range(total)), "nothing is lost"
     assert len(copied) - total <= chunk, "at most one chunk is copied twice"
+
+
+def _open_transaction_on(bootstrap: str, topic: str) -> bool:
+    """True while an open transaction holds the partition's last stable offset below its end."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition(topic, 0)
+    committed = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED)
+    everything = admin.list_offsets(
+        {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_UNCOMMITTED
+    )
+    return committed[tp].result(10).offset < everything[tp].result(10).offset
+
+
+def test_a_poison_record_fails_its_partition_by_name_and_leaves_no_open_transaction(clusters) -> None:
+    src, dst = clusters
+    create_topics(src.bootstrap, ("orders", 1))
+    create_topics(dst.bootstrap, ("A.orders", 1))
+    future_version = bytes([9]) + b"not a header this version can read"
+    produce(
+        src.bootstrap,
+        "orders",
+        [{"value": b"good-%d" % i} for i in range(30)]
+        + [{"value": b"poison", "headers": [("mirrorflow.provenance", future_version)]}]
+        + [{"value": b"after-%d" % i} for i in range(10)],
+    )
+    result = copy_unit(make_job(src, dst), PartitionSpan("orders", 0, "A.orders", 0, 41))
+
+    assert not result.ok and "orders-0 offset 30" in result.error and "mirrorflow.provenance" in result.error
+    assert result.attempts == 1, "a poison record is not retried"
+    # The chunk holding records 0-29 was aborted at once, not left to transaction.timeout.ms (60 s).
+    deadline = time.monotonic() + 10
+    while _open_transaction_on(dst.bootstrap, "A.orders"):
+        assert time.monotonic() < deadline, "the failed attempt left its transaction open"
+        time.sleep(0.1)
+    assert read_all(dst.bootstrap, "A.orders") == []
+    assert read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A").get(("orders", 0)) is None
+
+
+def test_a_chunk_is_cut_by_time_before_its_transaction_can_time_out(clusters) -> None:
+    src, dst = clusters
+    total = 500_000
+    create_topics(src.bootstrap, ("wide", 1))
+    create_topics(dst.bootstrap, ("A.wide", 1))
+    producer = Producer({"bootstrap.servers": src.bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    for i in range(total):
+        producer.produce("wide", value=b"%020d" % i)
+        if i % 100_000 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    # A one-second transaction timeout (the broker aborts older ones within a second: see
+    # QUICK_CLUSTER), and chunks bounded by records and bytes far above the several seconds this
+    # copy takes: only the time bound keeps each transaction short enough to commit.
+    job = make_job(
+        src,
+        dst,
+        max_records=10_000_000,
+        max_bytes=1 << 40,
+        target_producer={"bootstrap.servers": dst.bootstrap, "linger.ms": 2, "transaction.timeout.ms": 1000},
+    )
+    result = copy_unit(job, PartitionSpan("wide", 0, "A.wide", 0, total))
+    assert result.ok, result.error
+    assert result.records == total and result.transactions > 1
+    copied = read_all(dst.bootstrap, "A.wide")
+    assert len(copied) == total and copied[-1].value == b"%020d" % (total - 1)

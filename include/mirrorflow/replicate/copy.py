@@ -29,6 +29,7 @@ reports per record.
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from collections.abc import Sequence
@@ -42,19 +43,22 @@ from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
     PROVENANCE_HEADER,
+    ProvenanceError,
     fresh_stamp,
     is_loop,
     stamp_provenance,
 )
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter, SyncPoint
 from mirrorflow.replicate.plan import PartitionSpan
-from mirrorflow.replicate.progress import progress_record, read_progress
+from mirrorflow.replicate.progress import ProgressReadError, progress_record, read_progress
 
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
 ATTEMPTS = 3
 CLIENT_TIMEOUT_S = 60.0
 NEW_TOPIC_WAIT_S = 10.0
+ABORT_TIMEOUT_S = 10.0
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
 
 # Source consumer settings that suit a bulk copy; the user's source consumer config overrides
 # them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
@@ -65,6 +69,7 @@ NEW_TOPIC_WAIT_S = 10.0
 CONSUMER_DEFAULTS: dict[str, object] = {"fetch.queue.backoff.ms": 10, "max.partition.fetch.bytes": 8 << 20}
 
 _pack_offset = struct.Struct(">q").pack
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -167,12 +172,22 @@ def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
                 if fenced:
                     result.error = (
                         f"fenced: another writer took over {span.topic}-{span.partition} "
-                        "(a newer attempt or a concurrent run of this flow)"
+                        "(a newer attempt or a concurrent run of this flow), or the broker aborted a "
+                        "transaction of this copy that outlived the producer's transaction.timeout.ms"
                     )
                 break
             time.sleep(min(5.0, 0.5 * attempt))
         except CopyError as exc:
             result.error = str(exc)
+            break
+        except ProgressReadError as exc:
+            result.error = f"reading progress failed: {exc}"
+            if attempt == ATTEMPTS:
+                break
+            time.sleep(min(5.0, 0.5 * attempt))
+        except Exception as exc:  # the unit's contract: it fails with its cause, it never raises
+            log.exception("copying %s-%s failed unexpectedly", span.topic, span.partition)
+            result.error = f"unexpected {type(exc).__name__}: {exc}"
             break
     result.seconds = round(time.monotonic() - started, 3)
     return result
@@ -194,6 +209,17 @@ def _producer(job: CopyJob, span: PartitionSpan) -> Producer:
     if job.exactly_once:
         config["transactional.id"] = transactional_id(job.source, job.target, span.topic, span.partition)
     return Producer(config)
+
+
+def chunk_seconds(job: CopyJob) -> float:
+    """How long one chunk may keep reading before it commits.
+
+    A transaction that is still open after the producer's transaction.timeout.ms is aborted by
+    the broker, and on a slow link a chunk bounded by records and bytes alone would then fail the
+    same way on every run. Reading stops after a quarter of the timeout, which leaves the rest
+    for the flush and the commit."""
+    timeout_ms = float(job.target_producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+    return max(0.05, timeout_ms / 1000 / 4)
 
 
 def source_consumer_config(job: CopyJob) -> dict[str, Any]:
@@ -288,9 +314,31 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
         if sync_producer is not None:
             result.offset_sync_errors += sync_producer.flush(CLIENT_TIMEOUT_S)
         if not succeeded:
-            # The next attempt's init_transactions aborts whatever this one left open.
-            producer.purge()
+            _abandon(job, span, producer)
         producer.flush(CLIENT_TIMEOUT_S if succeeded else 0)
+
+
+def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer) -> None:
+    """Drop what a failed attempt left unsent and abort its transaction now, so read_committed
+    readers of the target are not held at the open transaction until transaction.timeout.ms.
+    When the producer was fenced or hit a fatal error it cannot abort; the writer that fenced it
+    (or the coordinator, at the timeout) already did."""
+    producer.purge()
+    if not job.exactly_once:
+        return
+    try:
+        producer.abort_transaction(ABORT_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError._STATE:
+            return  # no transaction was open
+        log.warning(
+            "could not abort the open transaction of %s-%s (%s); the broker aborts it after "
+            "transaction.timeout.ms",
+            span.remote_topic,
+            span.partition,
+            exc,
+        )
 
 
 class _Reports:
@@ -344,6 +392,7 @@ class _PartitionCopy:
         self.progress_partitions = progress_partitions
         self.result = result
         self.emitter = DenseSyncEmitter()
+        self.chunk_seconds = chunk_seconds(job)
         # For records that carry no provenance yet, the header value is the same but for the
         # offset: `prefix + offset + suffix`, as policy.provenance lays it out.
         self.stamp: tuple[bytes, bytes] | None = None
@@ -390,7 +439,13 @@ class _PartitionCopy:
         last_processed = position - 1
         reached_end = False
         idle_since = time.monotonic()
-        while processed < job.max_records and chunk_bytes < job.max_bytes and not reached_end:
+        deadline = time.monotonic() + self.chunk_seconds
+        while (
+            processed < job.max_records
+            and chunk_bytes < job.max_bytes
+            and not reached_end
+            and (processed == 0 or time.monotonic() < deadline)
+        ):
             # consume() returns before its timeout only once it has as many messages as asked for
             # (an EOF event counts), so never ask for more than the span's offsets left, and keep
             # the timeout short for a tail that offset gaps leave shorter still.
@@ -430,17 +485,25 @@ class _PartitionCopy:
                 last_processed = offset
                 headers = message.headers()
                 if headers is not None and _has_provenance(headers):
-                    if is_loop(headers, target):
-                        skipped += 1
-                        continue
-                    if stamp is not None:
-                        headers = stamp_provenance(
-                            headers,
-                            source_alias=job.source,
-                            topic=span.topic,
-                            partition=partition,
-                            offset=offset,
-                        )
+                    try:
+                        if is_loop(headers, target):
+                            skipped += 1
+                            continue
+                        if stamp is not None:
+                            headers = stamp_provenance(
+                                headers,
+                                source_alias=job.source,
+                                topic=span.topic,
+                                partition=partition,
+                                offset=offset,
+                            )
+                    except ProvenanceError as exc:
+                        raise CopyError(
+                            f"{span.topic}-{partition} offset {offset} carries a {PROVENANCE_HEADER} header "
+                            f"this mirrorflow cannot read ({exc}); it cannot tell whether the record loops "
+                            "back, so the partition stops there: remove or fix that header on the source, "
+                            "or upgrade mirrorflow if a newer version wrote it"
+                        ) from exc
                 elif stamp is not None:
                     header = (PROVENANCE_HEADER, stamp[0] + _pack_offset(offset) + stamp[1])
                     headers = [header] if headers is None else [*headers, header]
@@ -595,8 +658,11 @@ def _last_copied(batch: list[Message], end: int, target: str) -> Message | None:
     for message in reversed(batch):
         if message.error() is None and message.offset() < end:
             headers = message.headers()
-            if headers is not None and _has_provenance(headers) and is_loop(headers, target):
-                continue
+            try:
+                if headers is not None and _has_provenance(headers) and is_loop(headers, target):
+                    continue
+            except ProvenanceError:
+                pass  # the copy loop stops at this record and names it
             return message
     return None
 
