@@ -12,6 +12,7 @@ from typing import Any
 
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.kafka import LIBRDKAFKA_LOG
 
 ClientConfig = dict[str, Any]
 
@@ -39,13 +40,18 @@ class FlowClients:
                     cache[conn_id] = connection_extra(conn_id)
             return cache[conn_id]
 
+        def logged(config: ClientConfig) -> ClientConfig:
+            # librdkafka's lines go through Python logging at their real level, repeats held back
+            # (mirrorflow.kafka.RepeatFilter), unless the user gave a logger of their own.
+            return {"logger": LIBRDKAFKA_LOG, **config}
+
         return cls(
-            source_consumer=flow.source_consumer_config(connection_extra=extra),
-            source_producer=flow.source_producer_config(connection_extra=extra),
-            source_admin=flow.source_admin_config(connection_extra=extra),
-            target_consumer=flow.target_consumer_config(connection_extra=extra),
-            target_producer=flow.target_producer_config(connection_extra=extra),
-            target_admin=flow.target_admin_config(connection_extra=extra),
+            source_consumer=logged(flow.source_consumer_config(connection_extra=extra)),
+            source_producer=logged(flow.source_producer_config(connection_extra=extra)),
+            source_admin=logged(flow.source_admin_config(connection_extra=extra)),
+            target_consumer=logged(flow.target_consumer_config(connection_extra=extra)),
+            target_producer=logged(flow.target_producer_config(connection_extra=extra)),
+            target_admin=logged(flow.target_admin_config(connection_extra=extra)),
         )
 
     def admin(self, side: str) -> ClientConfig:

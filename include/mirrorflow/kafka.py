@@ -7,6 +7,8 @@ holds the few patterns several of them need, so each is written (and tested) onc
 from __future__ import annotations
 
 import contextlib
+import logging
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -32,10 +34,108 @@ LEADER_GONE = (
     KafkaError._DESTROY_BROKER,
     KafkaError._NODE_UPDATE,
 )
+# The broker's own "ask again" answers while a partition's leader is being elected (a topic just
+# created, say by MM2's Connect worker). librdkafka does not mark them retriable on every call
+# (get_watermark_offsets raises NOT_LEADER_FOR_PARTITION with retriable() false), so they are named.
+ASK_AGAIN = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+
+
+class RepeatFilter(logging.Filter):
+    """Lets one librdkafka line of a kind through per `interval_s` and counts the rest.
+
+    A cluster that is down makes every client log a failed connection on each reconnect
+    backoff; without this a run's log fills with thousands of identical lines. Lines of a kind
+    share librdkafka's facility and their text with digits removed (ports, offsets, timings)."""
+
+    def __init__(self, interval_s: float = 30.0) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self.seen: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        facility = str(args[0]) if args else ""
+        text = str(args[-1]) if args else record.getMessage()
+        kind = (facility, _DIGITS.sub("", text))
+        now = time.monotonic()
+        last, suppressed = self.seen.get(kind, (-self.interval_s, 0))
+        if now - last < self.interval_s:
+            self.seen[kind] = (last, suppressed + 1)
+            return False
+        self.seen[kind] = (now, 0)
+        if len(self.seen) > 1000:  # bounded: forget the oldest kinds
+            for old in sorted(self.seen, key=lambda k: self.seen[k][0])[:500]:
+                del self.seen[old]
+        if suppressed:
+            record.msg = f"{record.msg} ({suppressed} like it in the last {now - last:.0f}s not shown)"
+        return True
+
+
+_DIGITS = re.compile(r"\d+")
+# librdkafka's own log, at its real levels (confluent-kafka maps syslog levels to Python's).
+# FlowClients puts it in every client config; records of a kind repeat at most every 30 s.
+LIBRDKAFKA_LOG = logging.getLogger("mirrorflow.librdkafka")
+if not any(isinstance(f, RepeatFilter) for f in LIBRDKAFKA_LOG.filters):
+    LIBRDKAFKA_LOG.addFilter(RepeatFilter())
 
 
 class KafkaCallError(RuntimeError):
     """A Kafka call failed; the message names the cluster object and the broker's error."""
+
+
+class ClusterUnreachable(RuntimeError):
+    """Every broker of a cluster stayed unreachable for longer than the flow allows."""
+
+    def __init__(self, alias: str, bootstrap: str, seconds: float, last_error: str) -> None:
+        super().__init__(
+            f"cluster {alias} ({bootstrap}) has been unreachable for {seconds:.0f}s: {last_error}; "
+            f"check that its brokers are up and reachable from here (the limit is "
+            f"mirrorflow.cluster.unreachable.timeout.ms)"
+        )
+        self.alias = alias
+
+
+# librdkafka's answers that say a cluster cannot be reached (all of its brokers down, a failed
+# connection or request); anything that gets through clears them.
+_UNREACHABLE = (
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError._AUTHENTICATION,
+)
+
+
+class ClusterWatch:
+    """Tells, from librdkafka's error callback, how long one cluster has been unreachable.
+
+    Give `on_error` to a client as its `error_cb`; call `alive()` whenever the client got an
+    answer (a delivery report, a record, a finished flush); `check()` between bounded waits
+    raises ClusterUnreachable once the cluster has been out of reach for `limit_s`."""
+
+    def __init__(self, alias: str, bootstrap: str, limit_s: float) -> None:
+        self.alias, self.bootstrap, self.limit_s = alias, bootstrap, limit_s
+        self.down_since: float | None = None
+        self.last_error = ""
+
+    def on_error(self, error: KafkaError) -> None:
+        if error.code() in _UNREACHABLE:
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+            self.last_error = error.str()
+
+    def alive(self) -> None:
+        self.down_since = None
+
+    def check(self) -> None:
+        if self.down_since is not None and time.monotonic() - self.down_since > self.limit_s:
+            raise ClusterUnreachable(
+                self.alias, self.bootstrap, time.monotonic() - self.down_since, self.last_error
+            )
+
+    def config(self, client_config: Mapping[str, Any]) -> dict[str, Any]:
+        """The client config with this watch as its error callback."""
+        return {**client_config, "error_cb": self.on_error}
 
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:
@@ -88,7 +188,9 @@ def watermarks(
             )
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            again = isinstance(error, KafkaError) and (error.retriable() or error.code() in LEADER_GONE)
+            again = isinstance(error, KafkaError) and (
+                error.retriable() or error.code() in LEADER_GONE or error.code() in ASK_AGAIN
+            )
             if not again or time.monotonic() > deadline:
                 raise
             # librdkafka keeps asking the leader it knows; a metadata request shows it the new one.
@@ -118,13 +220,14 @@ def list_offsets(
     spec: OffsetSpec,
     *,
     read_committed: bool = True,
+    timeout_s: float = TIMEOUT_S,
 ) -> dict[tuple[str, int], int]:
     """One ListOffsets call for many partitions (earliest, latest = LSO when read_committed, or a timestamp)."""
     request = {TopicPartition(t, p): spec for t, p in partitions}
     if not request:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=TIMEOUT_S)
+    futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout_s)
     out: dict[tuple[str, int], int] = {}
     for tp, future in futures.items():
         try:

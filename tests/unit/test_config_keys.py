@@ -55,6 +55,7 @@ def test_mirrorflow_keys_table() -> None:
         "mirrorflow.range.max.bytes",
         "mirrorflow.delivery",
         "mirrorflow.provenance.headers.enabled",
+        "mirrorflow.cluster.unreachable.timeout.ms",
         "<alias>.airflow.connection.id",
     ]
     for key in MIRRORFLOW_KEYS:

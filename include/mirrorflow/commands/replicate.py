@@ -40,6 +40,7 @@ from mirrorflow.replicate.progress import ProgressReadError, read_progress
 from mirrorflow.replicate.topics import InternalTopicError
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
+STORE_AFTER_LOSS_S = 5.0
 POLL_INTERVAL_S = 0.5
 POLL_READ_TIMEOUT_S = 10.0
 TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
@@ -229,8 +230,10 @@ class ProgressWatcher(threading.Thread):
             self._on_progress(stored)
 
     def stop(self) -> None:
+        """Stop without waiting out a read in flight (a daemon: it only feeds the progress bar),
+        so a run whose target went away is not held up by it."""
         self._stopped.set()
-        self.join(POLL_READ_TIMEOUT_S + 5)
+        self.join(1.0)
 
 
 class CopyProgress:
@@ -418,7 +421,17 @@ def run_flow(
                     done_passes += 1
                     started_ms = int(time.time() * 1000)
                     results = copy_pass(job, pending, tracker.finished)
-                    runner.store_report(clients, plan, results, started_ms)
+                    gone = next((r for r in results if r.unreachable), None)
+                    # A target the copy just found unreachable gets a short last chance.
+                    wait_s = STORE_AFTER_LOSS_S if gone and gone.unreachable == plan.target else 60.0
+                    try:
+                        runner.store_report(clients, plan, results, started_ms, timeout_s=wait_s)
+                    except runs.RunRecordNotStored as exc:
+                        report = exc.report  # type: ignore[attr-defined]
+                        failure = f"{report.failure_message()}\nThe run's report could not be stored: {exc}"
+                        return RunOutcome(planned, plan, report.summary(), done_passes, failure)
+                    if gone is not None:
+                        break  # another pass would only meet the same unreachable cluster
                     pending = unfinished(pending, results)
             finally:
                 watcher.stop()

@@ -121,6 +121,7 @@ class FlowConfig:
     range_max_bytes: int
     delivery: str
     provenance_headers_enabled: bool
+    cluster_unreachable_timeout_ms: int
 
     def __repr__(self) -> str:
         return f"FlowConfig({self.source}->{self.target}, enabled={self.enabled}, policy={self.policy!r})"

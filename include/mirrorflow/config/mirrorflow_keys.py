@@ -114,6 +114,15 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "Stamp copied records with the mirrorflow.provenance header and never copy a record back where it has been.",
     ),
     MirrorflowKey(
+        "mirrorflow.cluster.unreachable.timeout.ms",
+        "integer >= 1",
+        15000,
+        parse_positive,
+        "How long every broker of the source or the target may stay unreachable before a copy gives "
+        "up on that cluster: the run then ends with one error naming the cluster instead of waiting "
+        "out each partition's timeouts.",
+    ),
+    MirrorflowKey(
         f"<alias>.{AIRFLOW_CONNECTION_KEY}",
         "string",
         None,

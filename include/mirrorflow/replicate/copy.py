@@ -32,13 +32,13 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from mirrorflow.kafka import watermarks
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, watermarks
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
@@ -56,6 +56,7 @@ CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
 ATTEMPTS = 3
 CLIENT_TIMEOUT_S = 60.0
+WAIT_SLICE_S = 1.0  # blocking client calls wait this long at a time, then look at the clusters
 NEW_TOPIC_WAIT_S = 10.0
 ABORT_TIMEOUT_S = 10.0
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
@@ -94,6 +95,7 @@ class CopyJob:
     target_consumer: dict[str, Any] = field(repr=False)
     source_producer: dict[str, Any] = field(repr=False)
     stall_timeout_s: float = 120.0
+    unreachable_timeout_s: float = 15.0
 
 
 @dataclass
@@ -119,6 +121,8 @@ class UnitResult:
     seconds: float = 0.0
     copy_seconds: float = 0.0
     interleaved_chunks: int = 0
+    unreachable: str | None = None
+    """The alias of a cluster this copy found unreachable (its worker then skips the rest)."""
     lost: list[tuple[int, int]] = field(default_factory=list)
     """Offset ranges [start, end) deleted from the source (retention, DeleteRecords) before they
     were copied: found by the plan or met by the copy. Ranges, not a count, so that attempts
@@ -177,6 +181,10 @@ def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
                     )
                 break
             time.sleep(min(5.0, 0.5 * attempt))
+        except ClusterUnreachable as exc:
+            result.error = str(exc)
+            result.unreachable = exc.alias
+            break
         except CopyError as exc:
             result.error = str(exc)
             break
@@ -204,11 +212,56 @@ def _describe(exc: KafkaException) -> str:
     return str(exc)
 
 
-def _producer(job: CopyJob, span: PartitionSpan) -> Producer:
-    config = {**job.target_producer, "enable.idempotence": True, "acks": "all"}
+def _producer(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
+    config = {**watch.config(job.target_producer), "enable.idempotence": True, "acks": "all"}
     if job.exactly_once:
         config["transactional.id"] = transactional_id(job.source, job.target, span.topic, span.partition)
     return Producer(config)
+
+
+def _watches(job: CopyJob) -> tuple[ClusterWatch, ClusterWatch]:
+    """(source, target) watches of one attempt."""
+    return (
+        ClusterWatch(
+            job.source, str(job.source_consumer.get("bootstrap.servers", "")), job.unreachable_timeout_s
+        ),
+        ClusterWatch(
+            job.target, str(job.target_producer.get("bootstrap.servers", "")), job.unreachable_timeout_s
+        ),
+    )
+
+
+def _retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> Any:
+    """Run a transactional call that may be called again after a timeout (init, commit) in
+    short slices, so a cluster that went away is noticed within its unreachable limit."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            result = call(WAIT_SLICE_S)
+            watch.alive()
+            return result
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not (isinstance(error, KafkaError) and error.retriable()) or time.monotonic() > deadline:
+                raise
+            watch.check()
+            log.debug("%s: retrying after %s", what, error)
+
+
+def _flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIMEOUT_S) -> int:
+    """producer.flush in short slices: returns what is still unsent after `timeout_s`, and raises
+    ClusterUnreachable as soon as the cluster has been out of reach for its limit."""
+    deadline = time.monotonic() + timeout_s
+    remaining = producer.flush(0)
+    while remaining:
+        before = remaining
+        remaining = producer.flush(WAIT_SLICE_S)
+        if remaining < before:
+            watch.alive()
+        watch.check()
+        if time.monotonic() > deadline:
+            break
+    return remaining
 
 
 def chunk_seconds(job: CopyJob) -> float:
@@ -248,12 +301,22 @@ def _resume_offset(span: PartitionSpan, stored: int | None) -> int:
     return max(span.start, stored + 1)
 
 
-def _partition_count(producer: Producer, topic: str) -> int:
+def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int:
     """Partitions of `topic` on the target. A topic the plan created moments ago may not have
     reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION for a while): wait that out, briefly."""
     deadline = time.monotonic() + NEW_TOPIC_WAIT_S
     while True:
-        metadata = producer.list_topics(topic, timeout=CLIENT_TIMEOUT_S).topics.get(topic)
+        try:
+            metadata = producer.list_topics(topic, timeout=watch.limit_s).topics.get(topic)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() in (
+                KafkaError._TRANSPORT,
+                KafkaError._TIMED_OUT,
+            ):
+                raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
+            raise
+        watch.alive()
         if metadata is not None and metadata.error is None and metadata.partitions:
             return len(metadata.partitions)
         unknown = metadata is None or (
@@ -265,21 +328,23 @@ def _partition_count(producer: Producer, topic: str) -> int:
 
 
 def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None:
-    producer = _producer(job, span)
+    source_watch, target_watch = _watches(job)
+    producer = _producer(job, span, target_watch)
     consumer: Consumer | None = None
     sync_producer: Producer | None = None
     succeeded = False
+    target_gone = False
     try:
         # Metadata first: it brings up the broker connection, so init_transactions finds a
         # broker at once instead of retrying on librdkafka's 500 ms timer.
-        if _partition_count(producer, span.remote_topic) <= span.partition:
+        if _partition_count(producer, span.remote_topic, target_watch) <= span.partition:
             raise CopyError(
                 f"remote topic {span.remote_topic} has no partition {span.partition}; "
                 "the plan step grows remote partitions, so rerun it"
             )
-        progress_partitions = _partition_count(producer, job.progress_topic)
+        progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
         if job.exactly_once:
-            producer.init_transactions(CLIENT_TIMEOUT_S)
+            _retrying(producer.init_transactions, target_watch, "init_transactions")
         stored = read_progress(
             job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
         ).get((span.topic, span.partition))
@@ -294,37 +359,55 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
             if planned_view and span.end > 0 and stored != span.end - 1:
                 if job.exactly_once:
                     producer.begin_transaction()
-                _commit_chunk(job, span, producer, None, span.end - 1, progress_partitions, [], result)
+                _commit_chunk(
+                    job, span, producer, None, span.end - 1, progress_partitions, [], result, target_watch
+                )
         else:
             if job.offset_syncs_topic and not job.offset_syncs_on_target:
-                sync_producer = Producer({**job.source_producer, "enable.idempotence": True, "acks": "all"})
-            consumer = Consumer(source_consumer_config(job))
+                sync_producer = Producer(
+                    {**source_watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+                )
+            consumer = Consumer(source_watch.config(source_consumer_config(job)))
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
             copy_started = time.monotonic()
             try:
-                _PartitionCopy(job, span, producer, consumer, sync_producer, progress_partitions, result).run(
-                    start
-                )
+                _PartitionCopy(
+                    job,
+                    span,
+                    producer,
+                    consumer,
+                    sync_producer,
+                    progress_partitions,
+                    result,
+                    (source_watch, target_watch),
+                ).run(start)
             finally:
                 result.copy_seconds = round(result.copy_seconds + time.monotonic() - copy_started, 3)
         succeeded = True
+    except ClusterUnreachable as exc:
+        target_gone = exc.alias == job.target
+        raise
     finally:
         if consumer is not None:
             consumer.close()
         if sync_producer is not None:
-            result.offset_sync_errors += sync_producer.flush(CLIENT_TIMEOUT_S)
+            try:
+                result.offset_sync_errors += _flush(sync_producer, source_watch)
+            except ClusterUnreachable:
+                result.offset_sync_errors += len(sync_producer)
         if not succeeded:
-            _abandon(job, span, producer)
+            _abandon(job, span, producer, reachable=not target_gone)
         producer.flush(CLIENT_TIMEOUT_S if succeeded else 0)
 
 
-def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer) -> None:
+def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer, *, reachable: bool) -> None:
     """Drop what a failed attempt left unsent and abort its transaction now, so read_committed
     readers of the target are not held at the open transaction until transaction.timeout.ms.
     When the producer was fenced or hit a fatal error it cannot abort; the writer that fenced it
-    (or the coordinator, at the timeout) already did."""
+    (or the coordinator, at the timeout) already did. Nor can it when the target is unreachable:
+    the coordinator aborts the transaction at its timeout."""
     producer.purge()
-    if not job.exactly_once:
+    if not job.exactly_once or not reachable:
         return
     try:
         producer.abort_transaction(ABORT_TIMEOUT_S)
@@ -383,8 +466,10 @@ class _PartitionCopy:
         sync_producer: Producer | None,
         progress_partitions: int,
         result: UnitResult,
+        watches: tuple[ClusterWatch, ClusterWatch],
     ) -> None:
         self.job = job
+        self.source_watch, self.target_watch = watches
         self.span = span
         self.producer = producer
         self.consumer = consumer
@@ -407,10 +492,10 @@ class _PartitionCopy:
             if self.job.exactly_once:
                 self.producer.begin_transaction()
             chunk = self._fill(position, exact)
-            self.producer.flush(CLIENT_TIMEOUT_S)
+            _flush(self.producer, self.target_watch)
             downs = self._downstream_offsets(chunk)
             if downs is None:
-                self.producer.abort_transaction(CLIENT_TIMEOUT_S)
+                _retrying(self.producer.abort_transaction, self.target_watch, "abort_transaction")
                 self.consumer.seek(TopicPartition(self.span.topic, self.span.partition, position))
                 self.result.interleaved_chunks += 1
                 exact = True
@@ -452,6 +537,7 @@ class _PartitionCopy:
             wanted = min(CONSUME_BATCH, job.max_records - processed, end - last_processed - 1)
             batch = self.consumer.consume(wanted, timeout=CONSUME_TIMEOUT_S)
             if not batch:
+                self.source_watch.check()
                 if time.monotonic() - idle_since > job.stall_timeout_s:
                     raise CopyError(
                         f"{span.topic}-{span.partition} returned nothing for {job.stall_timeout_s:.0f}s "
@@ -459,6 +545,7 @@ class _PartitionCopy:
                     )
                 continue
             idle_since = time.monotonic()
+            self.source_watch.alive()
             last = None if exact else _last_copied(batch, end, target)
             for message in batch:
                 error = message.error()
@@ -573,6 +660,7 @@ class _PartitionCopy:
     ) -> None:
         while True:
             self.producer.poll(0.01)
+            self.target_watch.check()
             try:
                 self.producer.produce(
                     topic,
@@ -623,6 +711,7 @@ class _PartitionCopy:
             self.progress_partitions,
             syncs,
             self.result,
+            self.target_watch,
         )
         self.result.records += len(chunk.ups)
         self.result.bytes += chunk.bytes
@@ -680,6 +769,7 @@ def _commit_chunk(
     progress_partitions: int,
     syncs: list[SyncPoint],
     result: UnitResult,
+    watch: ClusterWatch,
 ) -> None:
     """Write progress (and target-side offset-syncs) and make the chunk durable."""
     key, value, partition = progress_record(
@@ -693,10 +783,10 @@ def _commit_chunk(
                 job.offset_syncs_topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0
             )
     if job.exactly_once:
-        producer.commit_transaction(CLIENT_TIMEOUT_S)
+        _retrying(producer.commit_transaction, watch, "commit_transaction")
         result.transactions += 1
     else:
-        remaining = producer.flush(CLIENT_TIMEOUT_S)
+        remaining = _flush(producer, watch)
         if remaining:
             raise CopyError(f"{remaining} progress/offset-sync records were not acknowledged in time")
     if sync_producer is not None:

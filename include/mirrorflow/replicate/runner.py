@@ -39,12 +39,37 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         target_producer=clients.target_producer,
         target_consumer=clients.target_consumer,
         source_producer=clients.source_producer,
+        unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
     )
 
 
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
-    """One worker's share: its partitions one after another (never two writers per partition)."""
-    return [copy_unit(job, span) for span in spans]
+    """One worker's share: its partitions one after another (never two writers per partition).
+
+    Once a partition finds the source or the target unreachable, the rest are not tried (each
+    would only wait out the same limit): they fail at once with the same cause."""
+    results: list[UnitResult] = []
+    gone: UnitResult | None = None
+    for span in spans:
+        if gone is not None:
+            results.append(
+                UnitResult(
+                    span.topic,
+                    span.partition,
+                    span.remote_topic,
+                    span.start,
+                    span.end,
+                    progress=span.progress,
+                    unreachable=gone.unreachable,
+                    error=f"not copied: {gone.error}",
+                )
+            )
+            continue
+        result = copy_unit(job, span)
+        results.append(result)
+        if result.unreachable:
+            gone = result
+    return results
 
 
 def run_locally(
@@ -65,13 +90,17 @@ def run_locally(
     return results
 
 
-def lag_left(flow: FlowConfig, clients: FlowClients, plan: Plan) -> dict[str, int]:
+def lag_left(
+    flow: FlowConfig, clients: FlowClients, plan: Plan, *, timeout_s: float = 60.0
+) -> dict[str, int]:
     """Offsets still to copy per source topic, measured now (the source kept moving)."""
     parts = [(s.topic, s.partition) for s in plan.spans]
     if not parts:
         return {}
-    stable = list_offsets(admin_client(clients.source_admin), parts, OffsetSpec.latest())
-    progress = read_progress(clients.target_consumer, flow.offset_storage_topic, flow.source)
+    stable = list_offsets(admin_client(clients.source_admin), parts, OffsetSpec.latest(), timeout_s=timeout_s)
+    progress = read_progress(
+        clients.target_consumer, flow.offset_storage_topic, flow.source, timeout_s=timeout_s
+    )
     lag: dict[str, int] = {}
     for topic, partition in parts:
         done = progress.get((topic, partition), -1)
@@ -79,7 +108,17 @@ def lag_left(flow: FlowConfig, clients: FlowClients, plan: Plan) -> dict[str, in
     return lag
 
 
-def store_report(clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int) -> RunReport:
+def store_report(
+    clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int, *, timeout_s: float = 60.0
+) -> RunReport:
+    """Store the run's report; raises runs.RunRecordNotStored (the report attached) when the
+    target does not take it, so a caller can still show what each partition did."""
     report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000))
-    runs.write_run_record(clients.target_producer, plan.flow, plan.run_id, "report", report.to_json())
+    try:
+        runs.write_run_record(
+            clients.target_producer, plan.flow, plan.run_id, "report", report.to_json(), timeout_s=timeout_s
+        )
+    except runs.RunRecordNotStored as exc:
+        exc.report = report  # type: ignore[attr-defined]
+        raise
     return report

@@ -27,6 +27,10 @@ class RunRecordMissing(LookupError):
     pass
 
 
+class RunRecordNotStored(RuntimeError):
+    """The target did not acknowledge a run record in time (it is down or unreachable)."""
+
+
 def ensure_runs_topic(admin: AdminClient, replication_factor: int) -> bool:
     """Create the runs topic if it does not exist; True if it was created."""
     topic = NewTopic(
@@ -53,7 +57,15 @@ def run_key(flow: str, run_id: str, kind: str) -> bytes:
     return f"{flow}|{run_id}|{kind}".encode()
 
 
-def write_run_record(producer_config: Mapping[str, Any], flow: str, run_id: str, kind: str, body: str) -> int:
+def write_run_record(
+    producer_config: Mapping[str, Any],
+    flow: str,
+    run_id: str,
+    kind: str,
+    body: str,
+    *,
+    timeout_s: float = 60.0,
+) -> int:
     """Append one record and return its offset (what the next step is handed)."""
     producer = Producer(
         {
@@ -72,9 +84,12 @@ def write_run_record(producer_config: Mapping[str, Any], flow: str, run_id: str,
         partition=0,
         on_delivery=lambda err, msg: delivered.append((err, msg)),
     )
-    producer.flush(60)
+    producer.flush(timeout_s)
     if not delivered:
-        raise RuntimeError(f"the {kind} of run {run_id} was not acknowledged by the target cluster")
+        producer.purge()
+        raise RunRecordNotStored(
+            f"the {kind} of run {run_id} was not acknowledged by the target cluster within {timeout_s:.0f}s"
+        )
     error, message = delivered[0]
     if error is not None:
         raise KafkaException(error)

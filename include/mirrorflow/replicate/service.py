@@ -10,12 +10,16 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.kafka import KafkaCallError
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import make_plan, with_topics
+from mirrorflow.replicate.progress import ProgressReadError
 from mirrorflow.replicate.report import RunReport
 from mirrorflow.replicate.runner import lag_left
 
@@ -124,8 +128,15 @@ def report_run(
     except runs.RunRecordMissing as exc:
         raise RunFailed(f"{exc}: the copy job did not finish; see the copy task's log") from exc
     report = RunReport.merge([RunReport.from_json(b) for b in bodies])
-    report.lag_left = lag_left(flow, clients, plan)
+    lag_problem = None
+    try:
+        # Bounded like the copy: a cluster that stopped answering leaves the lag unknown, not the report.
+        report.lag_left = lag_left(flow, clients, plan, timeout_s=flow.cluster_unreachable_timeout_ms / 1000)
+    except (KafkaCallError, KafkaException, ProgressReadError) as exc:
+        lag_problem = f"the lag left could not be measured: {exc}"
     summary = report.summary()
+    if lag_problem:
+        summary["lag_unknown"] = lag_problem
     summary["topic_errors"] = dict(topic_errors or {})
     runs.write_run_record(clients.target_producer, flow.name, run_id, "summary", json.dumps(summary))
     problems = []

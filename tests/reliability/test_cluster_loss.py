@@ -1,0 +1,88 @@
+"""A cluster that dies in the middle of a run: the run ends in seconds with one cause per
+partition (no traceback, no flood of client lines), and the next run after the cluster is back
+leaves the target equal to the source, record for record."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from ..conftest import Cluster
+from ..integration.kafkatools import create_topics, read_all
+from ..integration.mirror_setup import mm2_text
+
+MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
+RECORDS, PARTITIONS = 240_000, 4
+# A killed broker comes back once the controller has expired its old session.
+FAST_SESSIONS = {"broker.heartbeat.interval.ms": 500, "broker.session.timeout.ms": 2000}
+
+
+def remote_end(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+    try:
+        return sum(f.result(5).offset for f in admin.list_offsets(request).values())
+    except Exception:  # noqa: BLE001 - the topic may not exist yet
+        return 0
+
+
+@pytest.mark.parametrize("lost", ["target", "source"])
+def test_a_cluster_killed_mid_copy_ends_the_run_in_seconds_and_the_next_run_completes(
+    local_kafka, tmp_path, lost
+) -> None:
+    a_kafka, b_kafka = local_kafka(overrides=FAST_SESSIONS), local_kafka(overrides=FAST_SESSIONS)
+    a, b = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
+    create_topics(a.bootstrap, ("big", PARTITIONS))
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 20})
+    for i in range(RECORDS):
+        producer.produce("big", key=b"%d" % i, value=b"v" * 200, partition=i % PARTITIONS)
+        if i % 50_000 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        mm2_text(
+            [a, b],
+            ["A->B"],
+            "A->B.topics = big\nmirrorflow.range.max.records = 2000\n"
+            "mirrorflow.cluster.unreachable.timeout.ms = 5000\n",
+        )
+    )
+    command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
+
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while remote_end(b.bootstrap, "A.big") < 20_000:
+        assert run.poll() is None and time.monotonic() < deadline, "the copy did not get going"
+        time.sleep(0.1)
+    victim = a_kafka if lost == "source" else b_kafka
+    victim.kill()
+    killed = time.monotonic()
+    output, _ = run.communicate(timeout=180)
+    took = time.monotonic() - killed
+    text = output.decode(errors="replace")
+
+    assert run.returncode == 1, text[-3000:]
+    assert took < 45, f"the run took {took:.0f}s to give up after the {lost} died"
+    assert "Traceback" not in text
+    assert len(output) < 30_000, f"{len(output)} bytes of output"
+    alias = "A" if lost == "source" else "B"
+    bootstrap = victim.bootstrap
+    assert f"cluster {alias} ({bootstrap}) has been unreachable" in text
+    failed_lines = [line for line in text.splitlines() if line.strip().startswith("big-")]
+    assert failed_lines and all(f"cluster {alias} ({bootstrap})" in line for line in failed_lines)
+
+    victim.start()
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for partition in range(PARTITIONS):
+        source = read_all(a.bootstrap, "big", partition)
+        target = read_all(b.bootstrap, "A.big", partition)
+        assert [r.content() for r in target] == [r.content() for r in source], partition
+        assert len(source) == RECORDS // PARTITIONS
