@@ -18,7 +18,6 @@ from rich.console import Console
 
 from mirrorflow.cli import main
 from mirrorflow.commands.replicate import (
-    FORK_GUARD,
     CopyProgress,
     ProgressWatcher,
     cli_run_id,
@@ -377,33 +376,6 @@ def test_the_watcher_reports_progress_read_from_the_target(shared_clusters, uniq
         watcher.stop()
     assert seen[0] == {("orders", 3): 41}
     assert not watcher.is_alive()
-
-
-def test_no_fork_happens_while_the_watcher_is_inside_a_kafka_call() -> None:
-    FORK_GUARD.install()
-    inside, leave, forked = threading.Event(), threading.Event(), threading.Event()
-
-    def watcher() -> None:
-        with FORK_GUARD.holding():
-            inside.set()
-            leave.wait(30)
-
-    def fork() -> None:
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-        forked.set()
-
-    threads = [threading.Thread(target=watcher), threading.Thread(target=fork)]
-    threads[0].start()
-    assert inside.wait(10)
-    threads[1].start()
-    assert not forked.wait(0.5), "the fork waits for the watcher"
-    leave.set()
-    assert forked.wait(30), "and happens once the watcher is out"
-    for thread in threads:
-        thread.join(30)
 
 
 def test_the_plan_says_what_the_run_will_do_and_what_it_cannot() -> None:

@@ -11,13 +11,11 @@ topic instead, which moves with every committed chunk.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -172,36 +170,6 @@ def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float) ->
 # -- progress while copying -----------------------------------------------------------------
 
 
-class ForkGuard:
-    """Keeps os.fork out of the moments when the watcher thread is inside librdkafka.
-
-    The copy's worker processes are forked (ProcessPoolExecutor's default on Linux). A fork taken
-    while another thread holds one of librdkafka's internal locks leaves the child's copy of that
-    lock held for good, and the child's own clients would hang on it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._installed = False
-
-    def install(self) -> None:
-        if not self._installed:
-            os.register_at_fork(
-                before=self._lock.acquire,
-                after_in_parent=self._lock.release,
-                after_in_child=self._lock.release,
-            )
-            self._installed = True
-
-    @contextmanager
-    def holding(self) -> Iterator[None]:
-        with self._lock:
-            yield
-
-
-FORK_GUARD = ForkGuard()
-
-
 class ProgressWatcher(threading.Thread):
     """Reads the progress of the run's partitions from the target while the workers copy."""
 
@@ -223,8 +191,7 @@ class ProgressWatcher(threading.Thread):
     def run(self) -> None:
         while not self._stopped.wait(POLL_INTERVAL_S):
             try:
-                with FORK_GUARD.holding():
-                    stored = self._read()
+                stored = self._read()
             except (ProgressReadError, KafkaException):
                 continue  # only the bar waits; the workers' results are what count
             self._on_progress(stored)
@@ -413,7 +380,6 @@ def run_flow(
         watcher = ProgressWatcher(
             clients.target_consumer, flow.offset_storage_topic, flow.source, tracker.keys, tracker.observed
         )
-        FORK_GUARD.install()
         with progress:
             watcher.start()
             try:

@@ -29,6 +29,7 @@ reports per record.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import time
@@ -248,14 +249,28 @@ def _retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> A
             log.debug("%s: retrying after %s", what, error)
 
 
+def _served(call: Callable[[float], int], timeout: float) -> int:
+    """producer.flush or poll, with the fatal error underneath when confluent-kafka reports one.
+
+    After a fatal error (a fenced producer) confluent-kafka 2.16 raises it from flush() and then
+    runs the delivery callbacks with that exception still set, which Python reports as a
+    SystemError from the callback; the KafkaException is its cause."""
+    try:
+        return call(timeout)
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
+
+
 def _flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIMEOUT_S) -> int:
     """producer.flush in short slices: returns what is still unsent after `timeout_s`, and raises
     ClusterUnreachable as soon as the cluster has been out of reach for its limit."""
     deadline = time.monotonic() + timeout_s
-    remaining = producer.flush(0)
+    remaining = _served(producer.flush, 0)
     while remaining:
         before = remaining
-        remaining = producer.flush(WAIT_SLICE_S)
+        remaining = _served(producer.flush, WAIT_SLICE_S)
         if remaining < before:
             watch.alive()
         watch.check()
@@ -397,7 +412,12 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
                 result.offset_sync_errors += len(sync_producer)
         if not succeeded:
             _abandon(job, span, producer, reachable=not target_gone)
-        producer.flush(CLIENT_TIMEOUT_S if succeeded else 0)
+        if succeeded:
+            _served(producer.flush, CLIENT_TIMEOUT_S)
+        else:
+            # Serve what callbacks are left; the attempt's own error is what gets reported.
+            with contextlib.suppress(KafkaException, SystemError):
+                producer.flush(0)
 
 
 def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer, *, reachable: bool) -> None:
@@ -659,7 +679,7 @@ class _PartitionCopy:
         headers: Any,
     ) -> None:
         while True:
-            self.producer.poll(0.01)
+            _served(self.producer.poll, 0.01)
             self.target_watch.check()
             try:
                 self.producer.produce(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -75,12 +76,16 @@ def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]
 def run_locally(
     job: CopyJob, plan: Plan, *, on_result: Callable[[UnitResult], None] | None = None
 ) -> list[UnitResult]:
-    """Copy every unit of the plan with up to tasks.max local worker processes."""
+    """Copy every unit of the plan with up to tasks.max local worker processes.
+
+    Workers are spawned, not forked: a fork copies whatever locks the parent's librdkafka
+    threads (the progress watcher's, clients not yet collected) hold at that moment, and a worker
+    whose clients meet such a lock sits in its copy loop receiving nothing."""
     slices = plan.slices()
     results: list[UnitResult] = []
     if not slices:
         return results
-    with ProcessPoolExecutor(max_workers=len(slices)) as pool:
+    with ProcessPoolExecutor(max_workers=len(slices), mp_context=get_context("spawn")) as pool:
         futures = [pool.submit(copy_slice, job, s) for s in slices]
         for future in as_completed(futures):
             for result in future.result():

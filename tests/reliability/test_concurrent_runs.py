@@ -1,0 +1,55 @@
+"""Two runs of one flow started together (a scheduled run beside a manual one): exactly-once
+makes them exclude each other partition by partition. Whoever loses a partition says so in
+plain words and exits 1; nothing is copied twice; the next run finishes the rest."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from ..integration.kafkatools import create_topics, read_all
+from ..integration.mirror_setup import mm2_text
+
+MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
+RECORDS, PARTITIONS = 120_000, 4
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_clusters, tmp_path, trial) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", PARTITIONS))
+    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 20})
+    for i in range(RECORDS):
+        producer.produce("orders", key=b"%d" % i, value=b"v" * 100, partition=i % PARTITIONS)
+        if i % 50_000 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    config = tmp_path / "mm2.properties"
+    # Small transactions and two workers per run, so the runs meet on most partitions.
+    config.write_text(
+        mm2_text(
+            [a, b], ["A->B"], "A->B.topics = orders\ntasks.max = 2\nmirrorflow.range.max.records = 500\n"
+        )
+    )
+    command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
+
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
+    outputs = [run.communicate(timeout=300)[0].decode(errors="replace") for run in runs]
+
+    for run, text in zip(runs, outputs, strict=True):
+        assert run.returncode in (0, 1), text[-3000:]
+        assert "Traceback" not in text and "SystemError" not in text, text[-3000:]
+        if run.returncode == 1:
+            failed = [line for line in text.splitlines() if line.strip().startswith("orders-")]
+            assert failed, text[-3000:]
+            assert all("fenced: another writer took over" in line for line in failed), failed
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:]
+    for partition in range(PARTITIONS):
+        source = read_all(a.bootstrap, "orders", partition)
+        target = read_all(b.bootstrap, "A.orders", partition)
+        assert [r.content() for r in target] == [r.content() for r in source], f"partition {partition}"
