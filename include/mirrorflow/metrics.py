@@ -2,7 +2,8 @@
 
 Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app serves these on
 /metrics. Everything comes from one status snapshot: the last run of every flow (its figures
-and the lag it left) and every cluster's upstreams (heartbeat age, hops).
+and the lag it left), every flow's lag now (also for a flow MM2 runs) and every cluster's
+upstreams (heartbeat age, hops).
 """
 
 from __future__ import annotations
@@ -73,7 +74,15 @@ class StatusCollector(Collector):
             "per source topic",
             labels=["flow", "topic"],
         )
+        progress_lag = GaugeMetricFamily(
+            "mirrorflow_flow_progress_lag_records",
+            "Offsets of the source not replicated yet, per source topic, measured when the status was read "
+            "from the flow's stored source offsets (mirrorflow's or MirrorMaker 2's)",
+            labels=["flow", "topic"],
+        )
         for flow in status.flows:
+            for topic, left in sorted((flow.lag or {}).items()):
+                progress_lag.add_metric([flow.flow, topic], float(left))
             if flow.last_run is None or flow.last_run_ms is None:
                 continue
             totals = flow.last_run.get("totals", {})
@@ -85,7 +94,7 @@ class StatusCollector(Collector):
                 lag.add_metric([flow.flow, topic], float(left))
             for topic, row in sorted(flow.last_run.get("topics", {}).items()):
                 lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
-        yield from (last, records, copied, failed, lag, lost)
+        yield from (last, records, copied, failed, lag, lost, progress_lag)
 
 
 def render(status: MirrorStatus) -> bytes:

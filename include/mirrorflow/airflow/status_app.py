@@ -96,7 +96,7 @@ PAGE = """<!doctype html>
  th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647}
 </style></head>
 <body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
-<h2>Flows</h2><table id="flows"><tr><th>flow</th><th>last run</th><th>finished</th>
+<h2>Flows</h2><table id="flows"><tr><th>flow</th><th>lag now</th><th>last run</th><th>finished</th>
 <th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th></tr></table>
 <h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
 <th>newest heartbeat age (s)</th><th>via</th></tr></table>
@@ -107,7 +107,8 @@ fetch("status").then(r=>r.json()).then(s=>{
   const flows=document.getElementById("flows");
   for(const f of s.flows){const r=flows.insertRow();cell(r,f.flow);
     if(f.error){cell(r,f.error,"bad");continue;}
-    if(!f.last_run){cell(r,"no run yet");continue;}
+    const now=f.lag===null?"-":Object.values(f.lag).reduce((a,b)=>a+b,0);cell(r,now,now===0?"ok":"");
+    if(!f.last_run){cell(r,"no mirrorflow run");continue;}
     const t=f.last_run.totals, lag=Object.values(f.last_run.lag_left||{}).reduce((a,b)=>a+b,0);
     cell(r,f.last_run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
     cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");

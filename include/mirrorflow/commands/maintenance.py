@@ -194,7 +194,8 @@ def _acls_table(result: dict[str, Any]) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON instead of tables.")
 def status_command(config_file: Path, clusters: tuple[str, ...], as_json: bool) -> None:
     """Replication paths per cluster, read from heartbeat topics as MM2's MirrorClient reads them,
-    the age of the newest heartbeat from each upstream cluster, and each flow's last run."""
+    the age of the newest heartbeat from each upstream cluster, each flow's last run, and each
+    flow's lag now (from the source offsets MM2 and mirrorflow both store)."""
     config = _load(config_file)
     unknown = [alias for alias in clusters if alias not in config.clusters]
     if unknown:
@@ -263,15 +264,17 @@ def _remote_table(status: dict[str, Any]) -> Table:
 
 
 def _runs_table(status: dict[str, Any]) -> Table:
-    table = Table(title="Last replicate run per flow")
-    for column in ("flow", "run", "written", "records", "failed partitions", "lag left"):
+    table = Table(title="Replication flows: last mirrorflow run and lag now")
+    for column in ("flow", "run", "written", "records", "failed partitions", "lag left", "lag now"):
         table.add_column(column, overflow="fold")
     for flow in status["flows"]:
         run = flow["last_run"]
+        # Lag now comes from the stored source offsets, which MM2 writes too: shown for MM2-run flows.
+        now = "-" if flow["lag"] is None else str(sum(flow["lag"].values()))
         if flow["error"]:
-            table.add_row(flow["flow"], f"[red]{flow['error']}[/red]", "", "", "", "")
+            table.add_row(flow["flow"], f"[red]{flow['error']}[/red]", "", "", "", "", now)
         elif run is None:
-            table.add_row(flow["flow"], "no run yet", "", "", "", "")
+            table.add_row(flow["flow"], "no mirrorflow run", "", "", "", "", now)
         else:
             lag = sum(run.get("lag_left", {}).values())
             table.add_row(
@@ -281,6 +284,7 @@ def _runs_table(status: dict[str, Any]) -> Table:
                 str(run["totals"]["records"]),
                 str(run["totals"]["failed_partitions"]),
                 str(lag),
+                now,
             )
     return table
 

@@ -136,8 +136,7 @@ def commit_offsets(
 
     def submit(group: str) -> Future:
         partitions = [
-            TopicPartition(topic, partition, c.offset, metadata=c.metadata)
-            for (topic, partition), c in sorted(offsets[group].items())
+            _commit_partition(topic, partition, c) for (topic, partition), c in sorted(offsets[group].items())
         ]
         request = [ConsumerGroupTopicPartitions(group, partitions)]
         return admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT_S)[group]
@@ -153,6 +152,18 @@ def commit_offsets(
         return CommitOutcome(group, len(result.topic_partitions))
 
     return _windowed((g for g in offsets if offsets[g]), submit, collect)
+
+
+def _commit_partition(topic: str, partition: int, committed: Committed) -> TopicPartition:
+    """The partition to commit, with its metadata as Kafka must receive it.
+
+    confluent-kafka (2.x) sends a metadata string with its C terminator, so "" reaches Kafka as
+    one NUL byte, which Java clients and MirrorMaker 2 (copying it into its checkpoints) then
+    see. A partition given no metadata at all is committed with Kafka's empty string.
+    """
+    if not committed.metadata:
+        return TopicPartition(topic, partition, committed.offset)
+    return TopicPartition(topic, partition, committed.offset, metadata=committed.metadata)
 
 
 def _failed(group: str, error: Any) -> CommitOutcome:

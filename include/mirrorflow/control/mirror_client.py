@@ -10,7 +10,9 @@ replicationHops and remoteTopics (cycle guards included), so monitoring built fo
 
 `mirror_status` adds what MirrorClient does not: how old the newest heartbeat from each upstream
 cluster is (an upper bound on that path's replication lag), which heartbeat jobs write into each
-cluster, and each flow's last run summary from the run-records topic. The status page reuses it.
+cluster, each flow's last run summary from the run-records topic, and each flow's lag now, from
+the source offsets MM2 and mirrorflow both store (so a flow MM2 runs shows it too). The status
+page reuses it.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
-from mirrorflow.config import MirrorConfig
+from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader, watermarks
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
+from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
+from mirrorflow.replicate.progress import ProgressReadError, read_progress
 from mirrorflow.replicate.runs import RUNS_TOPIC
 
 log = logging.getLogger("mirrorflow.status")
@@ -276,6 +280,9 @@ class FlowStatus:
     flow: str
     last_run: dict[str, Any] | None = None
     last_run_ms: int | None = None  # when the summary was written
+    # Offsets of the source not replicated yet, per source topic, measured now from the flow's
+    # stored source offsets, which MM2 and mirrorflow both keep: it shows a flow MM2 runs too.
+    lag: dict[str, int] | None = None
     error: str | None = None
 
 
@@ -355,6 +362,41 @@ def last_run_summary(
     return None
 
 
+def flow_lag(
+    flow: FlowConfig, *, connection_extra: ConnectionExtra | None = None, timeout_s: float = TIMEOUT_S
+) -> dict[str, int]:
+    """Offsets each replicated source topic holds beyond the flow's progress, now.
+
+    Progress is MirrorSourceConnector's Connect source offsets in `offset.storage.topic` on the
+    target: mirrorflow writes it, and so does MirrorMaker 2 (every offset.flush.interval.ms), so
+    the figure is the same whichever of them runs the flow. A partition never replicated counts
+    from its log start. The end is the last stable offset, as a replicate run plans it.
+    """
+    admin_config = flow.client_config(
+        "source", "admin", role="status-admin", connection_extra=connection_extra
+    )
+    consumer = flow.client_config(
+        "target", "consumer", role="status-consumer", connection_extra=connection_extra
+    )
+    admin = admin_client(admin_config)
+    topics = admin.list_topics(timeout=timeout_s).topics
+    parts = [
+        (name, p)
+        for name, meta in sorted(topics.items())
+        if meta.error is None and should_replicate_topic(flow, name)
+        for p in meta.partitions
+    ]
+    earliest = list_offsets(admin, parts, OffsetSpec.earliest())
+    ends = list_offsets(admin, parts, OffsetSpec.latest())
+    progress = read_progress(consumer, flow.offset_storage_topic, flow.source, timeout_s=timeout_s)
+    lag: dict[str, int] = {}
+    for topic, partition in parts:
+        done = progress.get((topic, partition))
+        start = earliest[(topic, partition)] if done is None else max(done + 1, earliest[(topic, partition)])
+        lag[topic] = lag.get(topic, 0) + max(0, ends[(topic, partition)] - start)
+    return lag
+
+
 def mirror_status(
     config: MirrorConfig,
     *,
@@ -391,7 +433,8 @@ def mirror_status(
             found = last_run_summary(consumer, flow.name, timeout_s=timeout_s)
             if found is not None:
                 row.last_run, row.last_run_ms = found
-        except (KafkaException, KafkaCallError) as exc:
+            row.lag = flow_lag(flow, connection_extra=connection_extra, timeout_s=timeout_s)
+        except (KafkaException, KafkaCallError, ProgressReadError) as exc:
             row.error = str(exc)
         flow_rows.append(row)
     return MirrorStatus(now_ms, cluster_rows, flow_rows)

@@ -116,6 +116,7 @@ class Prober:
         }
         self._consumer: Consumer | None = None
         self._covered: dict[tuple[str, int, Origin], _Covered] = {}
+        self._first_owned: dict[tuple[str, int, Origin, int], bool | None] = {}
         self.fetches = 0
         self.lookups = 0
 
@@ -158,6 +159,55 @@ class Prober:
             read_end, records = self._read(topic, partition, origin, start, stop)
             covered.add(start, read_end, records)
         return None
+
+    def copied_by(self, topic: str, partition: int, origin: Origin, offset: int, end: int) -> bool | None:
+        """Whether the first record at or after `offset` (before `end`) was copied by `origin`'s
+        flow; None if no record is visible there.
+
+        Translation asks this of the record an offset-sync points to. mirrorflow's syncs point to
+        records it stamped with provenance; MirrorMaker 2's point to records it copied as they
+        were, without one. The exact search only sees stamped records, so on a partition MM2
+        copied it would take MM2's records for another writer's and skip them.
+        """
+        if self.first(topic, partition, origin, offset, offset + 1) is not None:
+            return True  # usually answered from what earlier probes read
+        key = (topic, partition, origin, offset)
+        if key not in self._first_owned:
+            self._first_owned[key] = self._first_visible_copied_by(topic, partition, origin, offset, end)
+        return self._first_owned[key]
+
+    def _first_visible_copied_by(
+        self, topic: str, partition: int, origin: Origin, offset: int, end: int
+    ) -> bool | None:
+        """The record at `offset` was not the flow's (or is gone): look at the first visible one."""
+        if offset >= end:
+            return None
+        self.fetches += 1
+        consumer = self._consumer or Consumer(self._config)
+        self._consumer = consumer
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while True:
+            message = consumer.poll(POLL_S)
+            if message is None:
+                if time.monotonic() > deadline:
+                    raise KafkaCallError(
+                        f"{topic}-{partition} returned nothing for {PROBE_TIMEOUT_S:.0f}s at offset {offset}; "
+                        "is the cluster reachable?"
+                    )
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                if message.partition() == partition and message.offset() >= offset:
+                    return None
+                continue
+            if message.topic() != topic or message.partition() != partition or message.offset() < offset:
+                continue
+            if message.offset() >= end:
+                return None
+            return origin.owns(message) is not None
 
     def _read(
         self, topic: str, partition: int, origin: Origin, start: int, stop: int

@@ -40,6 +40,10 @@ class Status(StrEnum):
     """The group consumed past what has been replicated; it gets the end of what was replicated."""
     MM2_PRECISE = "mm2-precise"
     """Provenance headers are off for the flow: MM2's +1 rule on the dense syncs (may re-deliver)."""
+    MM2 = "mm2"
+    """MirrorMaker 2 copied these records (no provenance headers): MM2's own rule on MM2's
+    offset-syncs, what MM2's checkpoints would say or better; re-delivers the records between
+    MM2's nearest sync and the group's offset (about offset.lag.max at most), never skips."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +208,20 @@ def translate_mm2_rule(u: int, view: PartitionView) -> Translation | None:
     if view.progress is not None and u > view.progress + 1:
         return Translation(u, downstream, Status.AHEAD, unreplicated=u - view.progress - 1)
     return Translation(u, downstream, Status.MM2_PRECISE)
+
+
+def translate_mm2_copy(u: int, view: PartitionView) -> Translation | None:
+    """A partition (or the stretch of it around `u`) that MirrorMaker 2 copied: MM2's rule on
+    every sync, said to be MM2's.
+
+    MM2's records carry no provenance, so nothing on the target can confirm a position between
+    its sparse syncs. MM2's own rule is safe there; it uses every sync in the topic, where MM2's
+    checkpoint task keeps 64 per partition, so it never re-delivers more than MM2 would.
+    """
+    result = translate_mm2_rule(u, view)
+    if result is None:
+        return None
+    return Translation(u, result.downstream_offset, Status.MM2)
 
 
 def translate_back(

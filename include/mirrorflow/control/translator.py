@@ -17,6 +17,7 @@ Two kinds of topics translate:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from mirrorflow.control.translate import (
     Translation,
     translate_back,
     translate_exact,
+    translate_mm2_copy,
     translate_mm2_rule,
 )
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client, list_offsets
@@ -175,10 +177,18 @@ class Translator:
             self.reasons[(topic, partition)] = f"{self.flow.target} has no partition {remote}-{partition} yet"
             return None
         view = PartitionView(self.syncs.run(topic, partition), self.progress.get((topic, partition)), *bounds)
+        origin = Origin(self.flow.source, topic, partition)
         if not self.flow.provenance_headers_enabled:
             result = translate_mm2_rule(offset, view)
+        elif self._copied_by_mm2(remote, partition, origin, view, offset):
+            result = translate_mm2_copy(offset, view)
+            if result is None:
+                self.reasons[(topic, partition)] = (
+                    f"MirrorMaker 2 copied {topic}-{partition} and no offset-sync lies at or below offset "
+                    f"{offset}: neither MM2 nor mirrorflow can place the group on {self.flow.target}"
+                )
+                return None
         else:
-            origin = Origin(self.flow.source, topic, partition)
             prober = self._target_prober
 
             def probe(at: int, limit: int) -> FlowRecord | None:
@@ -191,6 +201,20 @@ class Translator:
                 + ("" if len(view.syncs) else " (and it has no offset-syncs)")
             )
         return result
+
+    def _copied_by_mm2(
+        self, remote: str, partition: int, origin: Origin, view: PartitionView, offset: int
+    ) -> bool:
+        """Whether the records around `offset` were copied without provenance headers (by MirrorMaker 2,
+        before or beside mirrorflow): the record that the nearest offset-sync (the last at or below
+        `offset`, else the first above it) points to is not stamped by this flow."""
+        ups, downs = view.syncs.ups, view.syncs.downs
+        if not ups:
+            return False
+        nearest = max(0, bisect_right(ups, offset) - 1)
+        if downs[nearest] < view.start:
+            return False  # deleted from the target; the exact search handles what is left
+        return self._target_prober.copied_by(remote, partition, origin, downs[nearest], view.end) is False
 
     def _backward(self, topic: str, partition: int, upstream: str, offset: int) -> Translation | None:
         reverse = self.reverse

@@ -16,8 +16,8 @@ Rules:
   semantics), as of the last checkpoint pass. A group re-reads what it consumed on A after that
   pass; nothing is skipped.
 
-Every row says how its offset was found (exact, ahead of replication, MM2-precise, checkpoint),
-and the lag each group will find on B.
+Every row says how its offset was found (exact, ahead of replication, MM2-precise, mm2 for
+partitions MirrorMaker 2 copied, checkpoint), and the lag each group will find on B.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class FailoverRow:
     source_offset: int
     target_offset: int | None
     lag: int | None  # records left on the target for this group
-    status: str  # exact | ahead | mm2-precise | checkpoint | untranslated
+    status: str  # exact | ahead | mm2-precise | mm2 | checkpoint | untranslated
     action: str  # committed | would commit | refused | not moved
     note: str = ""
 
@@ -162,6 +162,11 @@ def _live_rows(
             )
         elif t.translation.status == Status.MM2_PRECISE:
             note = "provenance headers are off for this flow: MM2's rule, may re-deliver a few records"
+        elif t.translation.status == Status.MM2:
+            note = (
+                f"copied by MirrorMaker 2 (no provenance headers): MM2's translation on its offset-syncs, "
+                f"re-reads up to about offset.lag.max ({flow.offset_lag_max}) records"
+            )
         rows.append(
             FailoverRow(
                 group=t.group,
@@ -306,6 +311,13 @@ def failover(
     if ahead:
         result.warnings.append(
             f"{ahead} partition(s) were read on {source} further than {flow.name} has copied (status ahead)"
+        )
+    by_mm2 = sum(1 for r in result.rows if r.status == Status.MM2.value)
+    if by_mm2:
+        result.warnings.append(
+            f"{by_mm2} partition(s) were replicated by MirrorMaker 2, whose copies carry no provenance headers: "
+            f"placed with MM2's own translation (one record past its nearest offset-sync), so a group re-reads up "
+            f"to about offset.lag.max ({flow.offset_lag_max}) records there and skips none (status mm2)"
         )
     log.info(
         "%s %s -> %s (%s): %d groups committed, %d refused",
