@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
 
 from localkafka import LocalKafka, Security, SettingsError, kafka_version, make_tls
 from localkafka.compaction import compact
+from mirrorflow.kafka import await_topics
 
 pytestmark = pytest.mark.local_kafka
 
@@ -63,6 +64,7 @@ def create(config: dict, topic: str, partitions: int = 1, replication: int = 1, 
     admin = AdminClient(config)
     for future in admin.create_topics([NewTopic(topic, partitions, replication, config=configs)]).values():
         future.result(30)
+    await_topics(admin, {topic: partitions})  # every broker learns of it a moment later
 
 
 def test_a_restarted_node_keeps_what_it_acknowledged_on_the_same_port(local_kafka, tmp_path) -> None:

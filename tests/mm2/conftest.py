@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .mm2_process import MirrorMaker
+from localkafka.mirrormaker import MirrorMaker
 
 
 @pytest.fixture

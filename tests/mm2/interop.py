@@ -13,11 +13,11 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from localkafka import runtime
+from localkafka.mirrormaker import SINGLE_BROKER_WORKER
 from mirrorflow.policy.provenance import read_provenance
 
 from ..integration.kafkatools import Rec, produce, read_all
 from ..integration.mirror_setup import mm2_text
-from .mm2_process import SINGLE_BROKER_WORKER
 
 COORDINATOR_MOVING = (
     KafkaError.NOT_COORDINATOR,

@@ -57,15 +57,19 @@ def test_a_cluster_killed_mid_copy_ends_the_run_in_seconds_and_the_next_run_comp
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
 
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while remote_end(b.bootstrap, "A.big") < 20_000:
-        assert run.poll() is None and time.monotonic() < deadline, "the copy did not get going"
-        time.sleep(0.1)
-    victim = a_kafka if lost == "source" else b_kafka
-    victim.kill()
-    killed = time.monotonic()
-    output, _ = run.communicate(timeout=180)
-    took = time.monotonic() - killed
+    try:
+        deadline = time.monotonic() + 120
+        while remote_end(b.bootstrap, "A.big") < 20_000:
+            assert run.poll() is None and time.monotonic() < deadline, "the copy did not get going"
+            time.sleep(0.1)
+        victim = a_kafka if lost == "source" else b_kafka
+        victim.kill()
+        killed = time.monotonic()
+        output, _ = run.communicate(timeout=180)
+        took = time.monotonic() - killed
+    finally:
+        if run.poll() is None:
+            run.kill()
     text = output.decode(errors="replace")
 
     assert run.returncode == 1, text[-3000:]

@@ -38,7 +38,12 @@ def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_cluster
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
 
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
-    outputs = [run.communicate(timeout=300)[0].decode(errors="replace") for run in runs]
+    try:
+        outputs = [run.communicate(timeout=240)[0].decode(errors="replace") for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
 
     for run, text in zip(runs, outputs, strict=True):
         assert run.returncode in (0, 1), text[-3000:]

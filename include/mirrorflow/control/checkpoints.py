@@ -34,7 +34,6 @@ from mirrorflow.control.group_translation import relevant_group_offsets, transla
 from mirrorflow.control.reading import read_from_start
 from mirrorflow.control.translator import Translator
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client
-from mirrorflow.mm2.baseline import mm2_checkpoint_should_emit
 from mirrorflow.mm2.formats import Checkpoint, Mm2FormatError
 from mirrorflow.policy.replication import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.replicate.topics import COMPACTED, ensure_topic
@@ -194,7 +193,7 @@ def checkpoint_pass(
         )
         stored = previous.get((row.group, row.target_topic, row.partition))
         last = stored.checkpoint if stored else None
-        if mm2_checkpoint_should_emit(last, checkpoint):
+        if should_emit(last, checkpoint):
             due.append(checkpoint)
             checkpointed.add(row.group)
         elif last is not None and checkpoint.downstream_offset < last.downstream_offset:
@@ -265,3 +264,23 @@ def emit_checkpoints(
     require_checkpoints(flow)
     clients = FlowClients.resolve(flow, connection_extra)
     return checkpoint_pass(flow, clients, reverse=reverse_flow(loaded, flow)).summary()
+
+
+def should_emit(previous: Checkpoint | None, new: Checkpoint) -> bool:
+    """MM2's checkpoint emission rule: whether `new` is written, given the last checkpoint held for
+    that group and partition.
+
+    Emitted when there is none, when the group rewound upstream, or when the downstream offset
+    advanced; a downstream rewind or a repeat is never written.
+    """
+    if previous is None:
+        return True
+    if (previous.group, previous.topic, previous.partition) != (new.group, new.topic, new.partition):
+        raise ValueError(
+            f"previous checkpoint is for {previous.group!r} {previous.topic}-{previous.partition}, "
+            f"new one for {new.group!r} {new.topic}-{new.partition}: pass the previous checkpoint "
+            "of the same group and partition"
+        )
+    if new.upstream_offset < previous.upstream_offset:
+        return True
+    return new.downstream_offset > previous.downstream_offset
