@@ -26,6 +26,7 @@ from mirrorflow.control.topic_sync import (
     run_sync_topic_acls,
     run_sync_topic_configs,
 )
+from mirrorflow.policy.provenance import RECORD_HEADROOM
 
 from ..conftest import Cluster
 from .kafkatools import create_topics
@@ -66,8 +67,12 @@ def test_refresh_creates_new_topics_and_grows_partitions(kafka_clusters) -> None
     first = run_refresh_topics(flow)
     assert first["created"] == ["A.orders"] and first["errors"] == {}
     assert partition_counts(b)["A.orders"] == 2
-    # Only the source's non-default, non-excluded configs go along (min.insync.replicas is excluded).
-    assert overrides(b, "A.orders") == {"retention.ms": "1234567"}
+    # Only the source's non-default, non-excluded configs go along (min.insync.replicas is
+    # excluded), and the record limit that leaves room for mirrorflow's provenance header.
+    assert overrides(b, "A.orders") == {
+        "retention.ms": "1234567",
+        "max.message.bytes": str(1048588 + RECORD_HEADROOM),
+    }
     assert "A.app.internal" not in partition_counts(b) and "A.__private" not in partition_counts(b)
 
     create_topics(a.bootstrap, ("payments", 3))
@@ -118,7 +123,7 @@ def test_config_sync_sets_non_defaults_deletes_defaults_and_leaves_the_rest(conf
             "A.orders",
             1,
             {
-                "max.message.bytes": "5000",  # differs from the source: SET back
+                "max.message.bytes": "5000",  # SET to the source's plus RECORD_HEADROOM
                 "segment.ms": "999999",  # default on the source: DELETE (the target default applies)
                 "message.timestamp.type": "LogAppendTime",  # excluded key: target-only, untouched
                 "retention.ms": "777",  # static broker config on the source: never synced
@@ -128,12 +133,12 @@ def test_config_sync_sets_non_defaults_deletes_defaults_and_leaves_the_rest(conf
     flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
     result = run_sync_topic_configs(flow)
     ops = result["topics"]["A.orders"]
-    assert ops["set"] == {"cleanup.policy": "compact", "max.message.bytes": "2000000"}
+    assert ops["set"] == {"cleanup.policy": "compact", "max.message.bytes": str(2000000 + RECORD_HEADROOM)}
     assert "segment.ms" in ops["deleted"] and "retention.ms" not in ops["deleted"]
     assert "message.timestamp.type" not in ops["deleted"] and "message.timestamp.type" not in ops["set"]
     assert overrides(b, "A.orders") == {
         "cleanup.policy": "compact",
-        "max.message.bytes": "2000000",
+        "max.message.bytes": str(2000000 + RECORD_HEADROOM),
         "message.timestamp.type": "LogAppendTime",
         "retention.ms": "777",
     }

@@ -124,7 +124,10 @@ def test_failed_partitions_and_topics_exit_one_and_say_why(shared_clusters, uniq
 
     assert result.exit_code == 1, result.output
     assert "FAILED\n1 of 2 partitions of A->B run cli__" in result.output
-    assert re.search(rf"{topic}-0: MSG_SIZE_TOO_LARGE", result.output)
+    assert re.search(
+        rf"{topic}-0: {topic}-0 offset 0: the target refuses the record as too large", result.output
+    )
+    assert f"raise max.message.bytes of A.{topic} on the target cluster B" in result.output
     # partitions, planned, records, bytes, lag left, lost to retention, failed
     assert re.search(rf"{topic}\s+│ A\.{topic}\s+│\s+2 │\s+4 │\s+2 │\s+20 │\s+2 │\s+0 │\s+1 │", result.output)
     assert f"{no_room} is not copied: cannot create A.{no_room}" in result.output

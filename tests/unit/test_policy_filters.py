@@ -14,6 +14,7 @@ from mirrorflow.policy import (
     topic_config_sync_ops,
     topic_creation_configs,
 )
+from mirrorflow.policy.provenance import RECORD_HEADROOM
 
 
 @pytest.mark.parametrize(
@@ -113,3 +114,21 @@ def test_topic_creation_configs_skip_defaults_unless_source() -> None:
     }
     with_defaults = topic_creation_configs(ENTRIES, ConfigPropertyFilter(use_defaults_from="source"))
     assert with_defaults["cleanup.policy"] == "delete"
+
+
+def test_remote_topics_get_the_sources_record_limit_plus_headroom() -> None:
+    """Default or not, the source's effective max.message.bytes plus RECORD_HEADROOM, on creation
+    and on every config sync; a user who excludes the key from config sync keeps their own."""
+    default = [*ENTRIES, TopicConfigEntry("max.message.bytes", "1048588", "DEFAULT_CONFIG")]
+    static = [*ENTRIES, TopicConfigEntry("max.message.bytes", "5000000", "STATIC_BROKER_CONFIG")]
+    limit = str(1048588 + RECORD_HEADROOM)
+    assert topic_creation_configs(default, ConfigPropertyFilter())["max.message.bytes"] == limit
+    assert ConfigOp("max.message.bytes", ConfigOpType.SET, limit) in topic_config_sync_ops(
+        default, ConfigPropertyFilter()
+    )
+    assert topic_creation_configs(static, ConfigPropertyFilter())["max.message.bytes"] == str(
+        5000000 + RECORD_HEADROOM
+    )
+    excluded = ConfigPropertyFilter(exclude=["max.message.bytes"])
+    assert "max.message.bytes" not in topic_creation_configs(default, excluded)
+    assert all(op.name != "max.message.bytes" for op in topic_config_sync_ops(default, excluded))

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from mirrorflow.policy.provenance import RECORD_HEADROOM
+
 TOPICS_DEFAULT = (".*",)
 TOPICS_EXCLUDE_DEFAULT = (r".*[\-\.]internal", r".*\.replica", "__.*")
 GROUPS_DEFAULT = (".*",)
@@ -133,15 +135,39 @@ class ConfigOp:
     value: str | None
 
 
+MAX_MESSAGE_BYTES = "max.message.bytes"
+
+
+def remote_record_limit(entries: Iterable[TopicConfigEntry]) -> str | None:
+    """The max.message.bytes a remote topic needs: its source topic's effective limit (default
+    or not) plus RECORD_HEADROOM, so that every record that fits the source fits the target."""
+    for entry in entries:
+        if entry.name == MAX_MESSAGE_BYTES and entry.value is not None:
+            try:
+                return str(int(entry.value) + RECORD_HEADROOM)
+            except ValueError:
+                return None
+    return None
+
+
 def topic_config_sync_ops(
     entries: Iterable[TopicConfigEntry], prop_filter: ConfigPropertyFilter
 ) -> list[ConfigOp]:
-    """The operations MM2 sends to make a remote topic's configs follow its source topic."""
+    """The operations MM2 sends to make a remote topic's configs follow its source topic; one
+    exception: max.message.bytes is set to the source's limit plus RECORD_HEADROOM (MM2 would
+    copy the source's value, or delete it for the target's default, and a record at the
+    source's limit would not fit once mirrorflow's provenance header is on it)."""
+    entries = list(entries)
     ops = []
     for entry in entries:
-        if entry.is_read_only or entry.is_sensitive or entry.source == "STATIC_BROKER_CONFIG":
-            continue
         if not prop_filter.should_replicate_config_property(entry.name):
+            continue
+        if entry.name == MAX_MESSAGE_BYTES:
+            limit = remote_record_limit(entries)
+            if limit is not None and not entry.is_read_only:
+                ops.append(ConfigOp(entry.name, ConfigOpType.SET, limit))
+            continue
+        if entry.is_read_only or entry.is_sensitive or entry.source == "STATIC_BROKER_CONFIG":
             continue
         if entry.is_default and not prop_filter.should_replicate_source_default(entry.name):
             ops.append(ConfigOp(entry.name, ConfigOpType.DELETE, None))
@@ -153,9 +179,16 @@ def topic_config_sync_ops(
 def topic_creation_configs(
     entries: Iterable[TopicConfigEntry], prop_filter: ConfigPropertyFilter
 ) -> dict[str, str]:
-    """Configs a new remote topic is created with: like sync, but defaults only with use.defaults.from=source."""
+    """Configs a new remote topic is created with: like sync, but defaults only with use.defaults.from=source
+    (and max.message.bytes always, from remote_record_limit)."""
+    entries = list(entries)
     configs = {}
     for entry in entries:
+        if entry.name == MAX_MESSAGE_BYTES:
+            limit = remote_record_limit(entries)
+            if limit is not None and prop_filter.should_replicate_config_property(entry.name):
+                configs[entry.name] = limit
+            continue
         if entry.is_read_only or entry.is_sensitive or entry.source == "STATIC_BROKER_CONFIG":
             continue
         if not prop_filter.should_replicate_config_property(entry.name) or entry.value is None:

@@ -34,6 +34,12 @@ HEADER_PREFIX = "mirrorflow."
 PROVENANCE_HEADER = "mirrorflow.provenance"
 VERSION = 1
 
+# Bytes a copied record may grow by on the target: the provenance header (its name, a value of
+# 13 bytes plus the topic name (at most 249) and the path) and the longer varints of the record's
+# framing. Remote topics get the source topic's max.message.bytes plus this, so that every record
+# that fits the source fits the target.
+RECORD_HEADROOM = 1024
+
 _VERSION_BYTE = bytes([VERSION])
 _HEAD = struct.Struct(">bqi")  # version, offset, partition
 _pack_offset = struct.Struct(">q").pack

@@ -44,6 +44,7 @@ from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
     PROVENANCE_HEADER,
+    RECORD_HEADROOM,
     ProvenanceError,
     fresh_stamp,
     is_loop,
@@ -61,6 +62,7 @@ WAIT_SLICE_S = 1.0  # blocking client calls wait this long at a time, then look 
 NEW_TOPIC_WAIT_S = 10.0
 ABORT_TIMEOUT_S = 10.0
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
+COPY_REQUEST_BYTES = 100 << 20  # Kafka's socket.request.max.bytes default: no bigger record can arrive
 
 # Source consumer settings that suit a bulk copy; the user's source consumer config overrides
 # them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
@@ -163,12 +165,22 @@ def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
     if span.lost:
         result.count_lost(span.start - span.lost, span.start)
     started = time.monotonic()
-    for attempt in range(1, ATTEMPTS + 1):
+    refusal = _Refusal()
+    attempt = 0
+    while attempt < ATTEMPTS:
+        attempt += 1
         result.attempts = attempt
         try:
-            _copy_attempt(job, span, result)
+            _copy_attempt(job, span, result, refusal)
             result.error = None
             break
+        except RecordRefused as exc:
+            # Finding the refused record takes up to two more attempts that are not retries.
+            result.error = f"the target refused a record as too large: {exc}"
+            refusal.steps += 1
+            if refusal.steps > 2:
+                break
+            attempt -= 1
         except KafkaException as exc:
             error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
             result.error = _describe(exc)
@@ -206,6 +218,26 @@ class CopyError(RuntimeError):
     """A failure that retrying cannot fix (for example the remote partition does not exist)."""
 
 
+class RecordRefused(Exception):
+    """The target refused a record of the partition as too large (MSG_SIZE_TOO_LARGE)."""
+
+
+@dataclass
+class _Refusal:
+    """What the attempts of one unit learnt about a record the target refuses as too large.
+
+    The broker refuses a whole batch, so the attempt that meets the refusal cannot tell which
+    record it was, and its transactional producer must go (the transaction needs an epoch bump).
+    The next attempt copies one record at a time (`solo`) until the target refuses one: its
+    offset becomes `stop_at`. The attempt after that copies the records before it in chunks and
+    fails the partition with `message`, which names the record and the setting to change."""
+
+    solo: bool = False
+    stop_at: int | None = None
+    message: str = ""
+    steps: int = 0
+
+
 def _describe(exc: KafkaException) -> str:
     error = exc.args[0] if exc.args else None
     if isinstance(error, KafkaError):
@@ -215,6 +247,9 @@ def _describe(exc: KafkaException) -> str:
 
 def _producer(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
     config = {**watch.config(job.target_producer), "enable.idempotence": True, "acks": "all"}
+    # librdkafka refuses records above message.max.bytes (1,000,000 by default) itself, below
+    # Kafka's own default limit: the target's topic limit is the one that must decide.
+    config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), COPY_REQUEST_BYTES)
     if job.exactly_once:
         config["transactional.id"] = transactional_id(job.source, job.target, span.topic, span.partition)
     return Producer(config)
@@ -342,7 +377,7 @@ def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int
         time.sleep(0.1)
 
 
-def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None:
+def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal: _Refusal) -> None:
     source_watch, target_watch = _watches(job)
     producer = _producer(job, span, target_watch)
     consumer: Consumer | None = None
@@ -395,6 +430,7 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult) -> None
                     progress_partitions,
                     result,
                     (source_watch, target_watch),
+                    refusal,
                 ).run(start)
             finally:
                 result.copy_seconds = round(result.copy_seconds + time.monotonic() - copy_started, 3)
@@ -472,6 +508,12 @@ class _Chunk:
     bytes: int = 0
     skipped_loops: int = 0
     reached_end: bool = False
+    refused: KafkaError | None = None  # the record the target refused as too large (solo mode)
+
+
+def _too_large(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
 class _PartitionCopy:
@@ -487,6 +529,7 @@ class _PartitionCopy:
         progress_partitions: int,
         result: UnitResult,
         watches: tuple[ClusterWatch, ClusterWatch],
+        refusal: _Refusal,
     ) -> None:
         self.job = job
         self.source_watch, self.target_watch = watches
@@ -503,33 +546,52 @@ class _PartitionCopy:
         self.stamp: tuple[bytes, bytes] | None = None
         if job.provenance:
             self.stamp = fresh_stamp(job.source, span.topic, span.partition)
+        self.refusal = refusal
 
     def run(self, start: int) -> None:
         # At-least-once cannot abort a chunk, so it can never copy one again: it reports per record.
-        exact = not self.job.exactly_once
+        # After a refusal (see _Refusal) every record reports too, one at a time.
+        refusal = self.refusal
+        exact = not self.job.exactly_once or refusal.solo
         position = start
         while True:
+            if refusal.stop_at is not None and position >= refusal.stop_at:
+                raise CopyError(refusal.message)
             if self.job.exactly_once:
                 self.producer.begin_transaction()
             chunk = self._fill(position, exact)
-            _flush(self.producer, self.target_watch)
-            downs = self._downstream_offsets(chunk)
+            try:
+                _flush(self.producer, self.target_watch)
+                if chunk.refused is not None:
+                    raise KafkaException(chunk.refused)
+                downs = self._downstream_offsets(chunk)
+                if downs is not None:
+                    self._commit(chunk, downs)
+            except KafkaException as exc:
+                if _too_large(exc) and (chunk.refused is not None or not refusal.solo):
+                    # The producer must go (its transaction needs an epoch bump); the next
+                    # attempt copies one record at a time, or up to the refused record.
+                    refusal.solo = True
+                    raise RecordRefused(str(exc)) from exc
+                raise
             if downs is None:
                 _retrying(self.producer.abort_transaction, self.target_watch, "abort_transaction")
                 self.consumer.seek(TopicPartition(self.span.topic, self.span.partition, position))
                 self.result.interleaved_chunks += 1
                 exact = True
                 continue
-            self._commit(chunk, downs)
             position = chunk.last_processed + 1
             if chunk.reached_end:
+                if refusal.stop_at is not None:
+                    raise CopyError(refusal.message)
                 return
 
     def _fill(self, position: int, exact: bool) -> _Chunk:
         """Consume from `position` and produce one chunk. Only the chunk's first record and each
         batch's last produced record report back, unless `exact` asks for every one."""
         job, span = self.job, self.span
-        end = span.end
+        refusal = self.refusal
+        end = span.end if refusal.stop_at is None else min(span.end, refusal.stop_at)
         target = job.target
         remote, partition = span.remote_topic, span.partition
         stamp = self.stamp
@@ -550,6 +612,7 @@ class _PartitionCopy:
             and chunk_bytes < job.max_bytes
             and not reached_end
             and (processed == 0 or time.monotonic() < deadline)
+            and chunk.refused is None
         ):
             # consume() returns before its timeout only once it has as many messages as asked for
             # (an EOF event counts), so never ask for more than the span's offsets left, and keep
@@ -640,7 +703,14 @@ class _PartitionCopy:
                     )
                 ups.append(offset)
                 chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-            if not reached_end and last_processed >= end - 1:
+                if (
+                    refusal.solo
+                    and refusal.stop_at is None
+                    and self._refused(chunk, offset, key, value, headers)
+                ):
+                    last_processed = offset - 1
+                    break
+            if not reached_end and last_processed >= end - 1 and chunk.refused is None:
                 reached_end = True
         if reached_end:
             last_processed = max(last_processed, end - 1)
@@ -649,6 +719,30 @@ class _PartitionCopy:
         chunk.bytes = chunk_bytes
         chunk.skipped_loops = skipped
         return chunk
+
+    def _refused(
+        self, chunk: _Chunk, offset: int, key: bytes | None, value: bytes | None, headers: Any
+    ) -> bool:
+        """In solo mode: send the record just produced and tell whether the target refused it as
+        too large; if so it leaves the chunk, which then ends right before it."""
+        _flush(self.producer, self.target_watch)
+        errors = chunk.reports.errors
+        if not errors or errors[-1].code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            return False
+        chunk.refused = errors.pop()
+        chunk.ups.pop()
+        self.refusal.stop_at = offset
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        size += sum(len(name) + (len(v) if v else 0) for name, v in headers or ())
+        span = self.span
+        self.refusal.message = (
+            f"{span.topic}-{span.partition} offset {offset}: the target refuses the record as too large "
+            f"({size:,} bytes of key, value and headers, {chunk.refused.str()}); raise max.message.bytes "
+            f"of {span.remote_topic} on the target cluster {self.job.target} above that (mirrorflow "
+            f"creates remote topics, and its topic config sync sets them, with the source topic's "
+            f"limit plus {RECORD_HEADROOM} bytes) and run again; the records before it have been copied"
+        )
+        return True
 
     def _skip_deleted(self, position: int) -> int:
         """The source no longer has `position`. If retention (or DeleteRecords) removed it, count
