@@ -517,6 +517,13 @@ def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
         console.print(
             f"[yellow]... and {len(summary['lost']) - LOST_LINES} more partitions with losses[/yellow]"
         )
+    if totals.get("retimed"):
+        where = ", ".join(f"{r['topic']}-{r['partition']}" for r in summary.get("retimed", [])[:LOST_LINES])
+        console.print(
+            f"[yellow]{totals['retimed']:,} record(s) with timestamp 0 were written with the copy's time "
+            f"instead (librdkafka cannot write a timestamp of 0): {escape(where)}[/yellow]",
+            highlight=False,
+        )
     if outcome.failure:
         err.print("[bold red]FAILED[/bold red]", highlight=False)
         err.print(escape(outcome.failure), highlight=False)

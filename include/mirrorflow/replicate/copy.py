@@ -117,6 +117,9 @@ class UnitResult:
     records: int = 0
     bytes: int = 0
     skipped_loops: int = 0
+    retimed: int = 0
+    """Records with CreateTime 0 that the target got with the copy's wall-clock time instead:
+    librdkafka (and so every confluent-kafka producer) reads a timestamp of 0 as "now"."""
     transactions: int = 0
     offset_syncs: int = 0
     offset_sync_errors: int = 0
@@ -507,6 +510,7 @@ class _Chunk:
     reported_at: list[int] = field(default_factory=list)  # indexes into ups; empty when every record reports
     bytes: int = 0
     skipped_loops: int = 0
+    retimed: int = 0
     reached_end: bool = False
     refused: KafkaError | None = None  # the record the target refused as too large (solo mode)
 
@@ -603,6 +607,7 @@ class _PartitionCopy:
         processed = 0
         chunk_bytes = 0
         skipped = 0
+        retimed = 0
         last_processed = position - 1
         reached_end = False
         idle_since = time.monotonic()
@@ -679,7 +684,9 @@ class _PartitionCopy:
                     headers = [header] if headers is None else [*headers, header]
                 key = message.key()
                 value = message.value()
-                ts_type, ts = message.timestamp()
+                ts = message.timestamp()[1]
+                if ts == 0:
+                    retimed += 1
                 if exact:
                     callback = reports
                 elif message is last or not ups:
@@ -694,13 +701,11 @@ class _PartitionCopy:
                         key,
                         partition,
                         on_delivery=callback,
-                        timestamp=ts if ts_type else 0,
+                        timestamp=ts,
                         headers=headers,
                     )
                 except BufferError:
-                    self._produce_when_room(
-                        remote, value, key, partition, callback, ts if ts_type else 0, headers
-                    )
+                    self._produce_when_room(remote, value, key, partition, callback, ts, headers)
                 ups.append(offset)
                 chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
                 if (
@@ -718,6 +723,7 @@ class _PartitionCopy:
         chunk.reached_end = reached_end
         chunk.bytes = chunk_bytes
         chunk.skipped_loops = skipped
+        chunk.retimed = retimed
         return chunk
 
     def _refused(
@@ -830,6 +836,7 @@ class _PartitionCopy:
         self.result.records += len(chunk.ups)
         self.result.bytes += chunk.bytes
         self.result.skipped_loops += chunk.skipped_loops
+        self.result.retimed += chunk.retimed
 
 
 def feed_runs(emitter: DenseSyncEmitter, ups: Sequence[int], downs: Sequence[int]) -> None:

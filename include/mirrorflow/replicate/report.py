@@ -23,6 +23,7 @@ TOTAL_FIELDS = (
     "offset_sync_errors",
     "skipped_loops",
     "interleaved_chunks",
+    "retimed",
 )
 
 
@@ -164,6 +165,11 @@ class RunReport:
                 for u in self.units
                 if u.get("lost")
             ],
+            "retimed": [
+                {"topic": u["topic"], "partition": u["partition"], "records": u["retimed"]}
+                for u in self.units
+                if u.get("retimed")
+            ][:100],
             "totals": self.totals(),
             "topics": self.per_topic(),
             "failed": [
