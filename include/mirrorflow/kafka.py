@@ -172,6 +172,25 @@ def await_topics(admin: AdminClient, partitions: Mapping[str, int], *, timeout_s
         time.sleep(POLL_S)
 
 
+def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = TIMEOUT_S) -> dict[str, str]:
+    """Kafka's topic ID of each existing topic (one DescribeTopics request for all of them): a
+    deleted and recreated topic has the same name and a new ID. Topics that do not exist, or
+    that the cluster does not describe, are left out."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    out = {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout_s)
+    for name, future in futures.items():
+        try:
+            description = future.result(timeout_s)
+        except KafkaException:
+            continue
+        if description.topic_id is not None:
+            out[name] = str(description.topic_id)
+    return out
+
+
 def watermarks(
     consumer: Consumer, topic: str, partition: int, *, timeout_s: float = TIMEOUT_S
 ) -> tuple[int, int]:

@@ -390,7 +390,10 @@ def test_the_plan_says_what_the_run_will_do_and_what_it_cannot() -> None:
         "created_topics": ["A.fresh"],
         "grown_topics": {"A.orders": [1, 2]},
         "topic_errors": {"big": "cannot create A.big: no room"},
-        "rewound_partitions": ["orders-1"],
+        "restarted_partitions": {
+            "orders-1": "the source partition ends before what was already copied (topic recreated?); "
+            "copying it from its start"
+        },
     }
     out = io.StringIO()
     print_plan(Console(file=out, width=250), planned, plan)
@@ -414,6 +417,6 @@ def test_the_plan_says_what_the_run_will_do_and_what_it_cannot() -> None:
 )
 def test_the_plan_says_why_there_is_nothing_to_copy(spans, message) -> None:
     out = io.StringIO()
-    empty = {"created_topics": [], "grown_topics": {}, "topic_errors": {}, "rewound_partitions": []}
+    empty = {"created_topics": [], "grown_topics": {}, "topic_errors": {}, "restarted_partitions": {}}
     print_plan(Console(file=out, width=250), empty, _plan(*spans))
     assert message in out.getvalue()

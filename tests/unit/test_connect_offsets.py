@@ -13,6 +13,7 @@ from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
     SourceOffsetKey,
+    decode_offset_entry,
     decode_offset_value,
     encode_offset_value,
     jackson_string,
@@ -21,6 +22,7 @@ from mirrorflow.mm2.connect_offsets import (
     murmur2,
     resume_offset,
 )
+from mirrorflow.replicate.progress import incarnation, split_incarnation
 
 
 def test_key_is_byte_identical_to_java() -> None:
@@ -285,3 +287,19 @@ def test_bundled_librdkafka_accepts_the_java_compatible_partitioner() -> None:
     assert len(producer) == 0
     with pytest.raises(confluent_kafka.KafkaException, match="partitioner"):
         confluent_kafka.Producer({"partitioner": "no_such_partitioner"})
+
+
+def test_the_incarnation_rides_along_in_the_offset_value_and_plain_values_stay_byte_exact() -> None:
+    assert encode_offset_value(41) == b'{"offset":41}'
+    assert encode_offset_value(41, "") == b'{"offset":41}'
+    value = encode_offset_value(41, "AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7")
+    assert value == b'{"offset":41,"mirrorflow.incarnation":"AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7"}'
+    assert decode_offset_entry(value) == (41, "AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7")
+    assert decode_offset_value(value) == 41
+    assert decode_offset_entry(b'{"offset":41}') == (41, "")
+    assert decode_offset_entry(None) == (None, "")
+    assert split_incarnation("AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7") == ("AAAAAAAAAAEAAAAAAAAAAg", "a+b/c==", 7)
+    assert split_incarnation("") == ("", "", 0)
+    assert (
+        incarnation("", "") == "" and incarnation("s", "r") == "s,r" and incarnation("s", "r", 9) == "s,r,9"
+    )

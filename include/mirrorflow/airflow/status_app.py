@@ -97,7 +97,8 @@ PAGE = """<!doctype html>
 </style></head>
 <body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
 <h2>Flows</h2><table id="flows"><tr><th>flow</th><th>lag now</th><th>last run</th><th>finished</th>
-<th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th></tr></table>
+<th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th>
+<th>copied again from the start (topic recreated)</th></tr></table>
 <h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
 <th>newest heartbeat age (s)</th><th>via</th></tr></table>
 <script>
@@ -112,7 +113,10 @@ fetch("status").then(r=>r.json()).then(s=>{
     const t=f.last_run.totals, lag=Object.values(f.last_run.lag_left||{}).reduce((a,b)=>a+b,0);
     cell(r,f.last_run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
     cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");
-    const lost=f.last_run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");}
+    const lost=f.last_run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");
+    const again=f.last_run.restarted_count||0;
+    cell(r,again?again+" partition(s): "+Object.entries(f.last_run.restarted||{}).slice(0,3)
+      .map(([p,why])=>p+": "+why).join("; "):"0",again?"bad":"ok");}
   const clusters=document.getElementById("clusters");
   for(const c of s.clusters){
     if(c.error){const r=clusters.insertRow();cell(r,c.alias);cell(r,c.error,"bad");continue;}

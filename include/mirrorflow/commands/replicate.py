@@ -441,12 +441,8 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
             )
     for topic, why in sorted(planned["topic_errors"].items()):
         console.print(f"  [red]{escape(topic)} is not copied: {escape(why)}[/red]", highlight=False)
-    for partition in planned["rewound_partitions"]:
-        console.print(
-            f"  [yellow]{escape(partition)}: the source partition ends before what was already copied "
-            "(was the topic recreated?); copying it from its start[/yellow]",
-            highlight=False,
-        )
+    for partition, why in planned["restarted_partitions"].items():
+        console.print(f"  [yellow]{escape(partition)}: {escape(why)}[/yellow]", highlight=False)
     if not plan.spans:
         console.print(
             f"  nothing to copy: no topic of {escape(plan.source)} passes the flow's topic filter and cycle check",

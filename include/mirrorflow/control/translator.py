@@ -39,9 +39,9 @@ from mirrorflow.control.translate import (
     translate_mm2_copy,
     translate_mm2_rule,
 )
-from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client, list_offsets
+from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client, list_offsets, topic_ids
 from mirrorflow.policy import checkpoint_topic, should_replicate_topic
-from mirrorflow.replicate.progress import read_progress
+from mirrorflow.replicate.progress import read_progress, read_progress_entries, split_incarnation
 
 FORWARD = "forward"
 BACKWARD = "backward"
@@ -89,7 +89,9 @@ class Translator:
         self.clients = clients
         self.reverse = reverse
         self.syncs = flow_sync_index(flow, clients)
-        self.progress = read_progress(clients.target_consumer, flow.offset_storage_topic, flow.source)
+        self.stored = read_progress_entries(clients.target_consumer, flow.offset_storage_topic, flow.source)
+        self.progress = {where: entry.offset for where, entry in self.stored.items()}
+        self._source_ids: dict[str, str] = {}
         self._reverse_progress: dict[tuple[str, int], int] | None = None
         self._target_prober = Prober(clients.target_consumer)
         self._source_prober = Prober(clients.source_consumer)
@@ -146,6 +148,12 @@ class Translator:
                 backward.append((topic, partition))
         if forward:
             self._target_bounds.update(partition_bounds(self.clients.target_admin, forward))
+            incarnations = {
+                t for t, p in set(parts) if (t, p) in self.stored and self.stored[(t, p)].incarnation
+            }
+            self._source_ids.update(
+                topic_ids(admin_client(self.clients.source_admin), incarnations - set(self._source_ids))
+            )
         if backward:
             self._source_bounds.update(partition_bounds(self.clients.source_admin, backward))
 
@@ -176,7 +184,23 @@ class Translator:
         if bounds is None:
             self.reasons[(topic, partition)] = f"{self.flow.target} has no partition {remote}-{partition} yet"
             return None
-        view = PartitionView(self.syncs.run(topic, partition), self.progress.get((topic, partition)), *bounds)
+        stored = self.stored.get((topic, partition))
+        start, end = bounds
+        if stored is not None and stored.incarnation:
+            copied_from = split_incarnation(stored.incarnation)[0]
+            now = self._source_ids.get(topic, "")
+            if copied_from and now and copied_from != now:
+                self.reasons[(topic, partition)] = (
+                    f"{topic} on {self.flow.source} was deleted and created again after {self.flow.name} last "
+                    "copied it; its offsets belong to the new topic, so they are translated once a "
+                    "replicate run has copied it"
+                )
+                return None
+            # Records below the floor came from an earlier incarnation of the source topic.
+            start = max(start, stored.floor)
+        view = PartitionView(
+            self.syncs.run(topic, partition), self.progress.get((topic, partition)), start, end
+        )
         origin = Origin(self.flow.source, topic, partition)
         if not self.flow.provenance_headers_enabled:
             result = translate_mm2_rule(offset, view)

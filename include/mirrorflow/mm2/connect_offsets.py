@@ -257,30 +257,51 @@ def _parse_json(part: str, data: bytes | bytearray | memoryview) -> object:
         raise ConnectOffsetFormatError(f"Connect offset {part} is not UTF-8 JSON: {exc}") from exc
 
 
-def encode_offset_value(offset: int | None) -> bytes | None:
-    """`{"offset":N}`, or None for the tombstone that deletes the stored offset."""
+INCARNATION_KEY = "mirrorflow.incarnation"
+
+
+def encode_offset_value(offset: int | None, incarnation: str = "") -> bytes | None:
+    """`{"offset":N}`, or None for the tombstone that deletes the stored offset.
+
+    mirrorflow adds `"mirrorflow.incarnation":"<source topic id>,<remote topic id>"` when it
+    knows them: the topic incarnations the offset was copied between. MirrorSourceTask reads
+    only `offset` from the map (MirrorUtils.unwrapOffset), so MM2 continues from it unchanged,
+    and the value it writes back has no incarnation (which mirrorflow then does not check)."""
     if offset is None:
         return None
     if not isinstance(offset, int) or isinstance(offset, bool) or not -(1 << 63) <= offset < (1 << 63):
         raise ValueError(f"source offset must be a Java long (64-bit int), got {offset!r}")
-    return b'{"offset":%d}' % offset
+    if not incarnation:
+        return b'{"offset":%d}' % offset
+    return b'{"offset":%d,"%s":%s}' % (
+        offset,
+        INCARNATION_KEY.encode(),
+        jackson_string(incarnation).encode("utf-8"),
+    )
 
 
 def decode_offset_value(value: bytes | bytearray | memoryview | None) -> int | None:
     """The stored upstream offset; None for a tombstone or `{"offset":null}`."""
+    return decode_offset_entry(value)[0]
+
+
+def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[int | None, str]:
+    """(stored upstream offset, incarnation or "" when the writer named none)."""
     if value is None:
-        return None
+        return None, ""
     parsed = _parse_json("value", value)
     if not (isinstance(parsed, dict) and "offset" in parsed):
         raise ConnectOffsetFormatError(
             f'MirrorSourceConnector offset value must be {{"offset":N}}, got {parsed!r}'
         )
     offset = parsed["offset"]
+    incarnation = parsed.get(INCARNATION_KEY)
+    incarnation = incarnation if isinstance(incarnation, str) else ""
     if offset is None:
-        return None
+        return None, incarnation
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise ConnectOffsetFormatError(f"MirrorSourceConnector offset must be an integer, got {offset!r}")
-    return offset
+    return offset, incarnation
 
 
 def resume_offset(stored_offset: int | None) -> int | None:

@@ -52,7 +52,7 @@ from mirrorflow.policy.provenance import (
 )
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter, SyncPoint
 from mirrorflow.replicate.plan import PartitionSpan
-from mirrorflow.replicate.progress import ProgressReadError, progress_record, read_progress
+from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record, read_progress_entries
 
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
@@ -346,12 +346,21 @@ def source_consumer_config(job: CopyJob) -> dict[str, Any]:
     }
 
 
-def _resume_offset(span: PartitionSpan, stored: int | None) -> int:
+def _as_planned(span: PartitionSpan, stored: Stored | None) -> bool:
+    """Whether progress is still what the plan saw (offset and incarnation)."""
+    if stored is None:
+        return True
+    return stored.offset == span.progress and stored.incarnation == span.progress_incarnation
+
+
+def _resume_offset(span: PartitionSpan, stored: Stored | None) -> int:
     """Where to start: the plan's start, unless progress moved since the plan was made (a retry
-    of this run finished part of the span, or another writer did) — then right after it."""
-    if stored is None or stored == span.progress:
+    of this run finished part of the span, or another writer did) — then right after it. A span
+    that starts over (a recreated topic) compares incarnations too: the old topic's progress
+    may hold the very offset that the copy of the new one has since reached."""
+    if stored is None or _as_planned(span, stored):
         return span.start
-    return max(span.start, stored + 1)
+    return max(span.start, stored.offset + 1)
 
 
 def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int:
@@ -398,18 +407,22 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
         progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
         if job.exactly_once:
             _retrying(producer.init_transactions, target_watch, "init_transactions")
-        stored = read_progress(
+        stored = read_progress_entries(
             job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
         ).get((span.topic, span.partition))
         start = _resume_offset(span, stored)
         result.resumed_from = start
-        result.progress = -1 if stored is None else stored
+        result.progress = -1 if stored is None else stored.offset
         if start >= span.end:
             # Nothing to copy, but progress may have to move (auto.offset.reset=latest, records
-            # the source deleted before they were copied, a recreated topic) so the next plan
-            # starts in the right place.
-            planned_view = stored is None or stored == span.progress
-            if planned_view and span.end > 0 and stored != span.end - 1:
+            # the source deleted before they were copied, a recreated topic: its progress is
+            # then -1 if the new topic is empty) so the next plan starts in the right place.
+            planned_view = _as_planned(span, stored)
+            if (
+                planned_view
+                and (span.end > 0 or span.restarted)
+                and (stored is None or stored.offset != span.end - 1 or span.restarted)
+            ):
                 if job.exactly_once:
                     producer.begin_transaction()
                 _commit_chunk(
@@ -894,7 +907,12 @@ def _commit_chunk(
 ) -> None:
     """Write progress (and target-side offset-syncs) and make the chunk durable."""
     key, value, partition = progress_record(
-        job.source, span.topic, span.partition, progress, progress_partitions
+        job.source,
+        span.topic,
+        span.partition,
+        progress,
+        progress_partitions,
+        span.incarnation,
     )
     producer.produce(job.progress_topic, key=key, value=value, partition=partition)
     records = [OffsetSync(span.topic, span.partition, s.upstream, s.downstream) for s in syncs]

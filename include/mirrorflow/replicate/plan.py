@@ -32,6 +32,10 @@ class PartitionSpan:
 
     `progress` is the last replicated upstream offset (-1 when nothing was ever copied);
     `lost` counts offsets that retention removed from the source before they were copied.
+    `incarnation` names the source and remote topic incarnations the copy writes into progress
+    ("<source topic id>,<remote topic id>"), `progress_incarnation` those of the stored
+    progress; `restarted` says why the span starts over at the source's earliest offset (the
+    source topic or the remote topic was deleted and created again), or is empty.
     """
 
     topic: str
@@ -41,6 +45,9 @@ class PartitionSpan:
     end: int
     progress: int = -1
     lost: int = 0
+    incarnation: str = ""
+    progress_incarnation: str = ""
+    restarted: str = ""
 
     @property
     def pending(self) -> int:
@@ -79,7 +86,7 @@ class Plan:
 
     def units(self) -> list[PartitionSpan]:
         """Spans with work to do, plus empty ones whose progress must still be recorded."""
-        return [s for s in self.spans if s.pending > 0 or s.progress < s.start - 1]
+        return [s for s in self.spans if s.pending > 0 or s.progress < s.start - 1 or s.restarted]
 
     def slices(self) -> list[list[PartitionSpan]]:
         """Units dealt round-robin over min(tasks.max, units) workers, in (topic, partition) order."""
@@ -104,10 +111,26 @@ class Plan:
             row["lost"] += span.lost
         return out
 
+    def restarted(self) -> dict[str, str]:
+        """ "topic-partition" -> why it is copied again from the source's earliest offset."""
+        return {f"{s.topic}-{s.partition}": s.restarted for s in self.spans if s.restarted}
+
     def to_json(self) -> str:
         data = asdict(self)
         data["spans"] = [
-            [s.topic, s.partition, s.remote_topic, s.start, s.end, s.progress, s.lost] for s in self.spans
+            [
+                s.topic,
+                s.partition,
+                s.remote_topic,
+                s.start,
+                s.end,
+                s.progress,
+                s.lost,
+                s.incarnation,
+                s.progress_incarnation,
+                s.restarted,
+            ]
+            for s in self.spans
         ]
         return json.dumps(data, separators=(",", ":"))
 

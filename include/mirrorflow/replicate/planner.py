@@ -15,11 +15,11 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import admin_client, list_offsets
+from mirrorflow.kafka import admin_client, list_offsets, topic_ids
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.plan import PartitionSpan, Plan
-from mirrorflow.replicate.progress import read_progress
+from mirrorflow.replicate.progress import Stored, incarnation, read_progress_entries, split_incarnation
 from mirrorflow.replicate.topics import COMPACTED, RemoteTopics, ensure_topic, sync_remote_topics
 
 _LATEST_RESETS = {"latest", "largest", "end"}
@@ -30,7 +30,6 @@ class PlanOutcome:
     plan: Plan
     topics: RemoteTopics
     internal_topics_created: tuple[str, ...]
-    rewound: tuple[str, ...]  # partitions whose source offsets went backwards (topic recreated?)
 
 
 def with_topics(flow: FlowConfig, topics_regex: str) -> FlowConfig:
@@ -83,9 +82,11 @@ def make_plan(
     target_admin = admin_client(clients.target_admin)
     topics = sync_remote_topics(flow, source_admin, target_admin)
     internal = prepare_internal_topics(flow, clients)
-    progress = read_progress(clients.target_consumer, flow.offset_storage_topic, flow.source)
+    progress = read_progress_entries(clients.target_consumer, flow.offset_storage_topic, flow.source)
 
     ready = topics.ready()
+    source_ids = topic_ids(source_admin, ready)
+    remote_ids = topic_ids(target_admin, ready.values())
     parts = [(t, p) for t in ready for p in range(topics.partitions[t])]
     earliest = list_offsets(source_admin, parts, OffsetSpec.earliest())
     stable = list_offsets(source_admin, parts, OffsetSpec.latest(), read_committed=True)
@@ -96,31 +97,55 @@ def make_plan(
         ends = {tp: stable[tp] if at_time[tp] < 0 else min(at_time[tp], stable[tp]) for tp in parts}
     from_latest = str(clients.source_consumer.get("auto.offset.reset", "earliest")).lower() in _LATEST_RESETS
 
+    restarts: dict[tuple[str, int], str] = {}
+    for topic, partition in parts:
+        stored = progress.get((topic, partition))
+        if stored is not None:
+            why = _restart_reason(
+                stored,
+                source_ids.get(topic, ""),
+                remote_ids.get(ready[topic], ""),
+                remote_created=ready[topic] in topics.created,
+                past_end=stored.offset + 1 > stable[(topic, partition)],
+                remote=ready[topic],
+            )
+            if why:
+                restarts[(topic, partition)] = why
+    # Where the copy of a restarted partition begins on the target: below it lie the records of
+    # an earlier source incarnation, which translation must never take for the new one's.
+    floors = list_offsets(
+        target_admin, [(ready[t], p) for t, p in restarts], OffsetSpec.latest(), read_committed=False
+    )
+
     spans = []
-    rewound = []
     for topic, partition in parts:
         low, end = earliest[(topic, partition)], ends[(topic, partition)]
+        remote = ready[topic]
         stored = progress.get((topic, partition))
+        restarted = restarts.get((topic, partition), "")
+        floor = 0
         if stored is None:
             start = stable[(topic, partition)] if from_latest else low
+        elif restarted:
+            start = low
+            floor = floors.get((remote, partition), 0)
         else:
-            start = stored + 1
-            if start > stable[(topic, partition)]:
-                # The source partition ends before what was already copied: the topic was
-                # deleted and recreated. Like MM2 (auto.offset.reset), copy it from its start.
-                rewound.append(f"{topic}-{partition}")
-                start = low
+            start = stored.offset + 1
+            floor = stored.floor
         lost = max(0, low - start)
         start = max(start, low)
         spans.append(
             PartitionSpan(
                 topic,
                 partition,
-                ready[topic],
+                remote,
                 start,
                 max(start, end),
-                progress=-1 if stored is None else stored,
+                progress=-1 if stored is None else stored.offset,
                 lost=lost,
+                incarnation=incarnation(source_ids.get(topic, ""), remote_ids.get(remote, ""), floor),
+                progress_incarnation="" if stored is None else stored.incarnation,
+                restarted=restarted,
             )
         )
     plan = Plan(
@@ -136,4 +161,33 @@ def make_plan(
         spans=tuple(spans),
         created_topics=tuple(topics.created),
     )
-    return PlanOutcome(plan, topics, tuple(internal), tuple(rewound))
+    return PlanOutcome(plan, topics, tuple(internal))
+
+
+def _restart_reason(
+    stored: Stored, source_id: str, remote_id: str, *, remote_created: bool, past_end: bool, remote: str
+) -> str:
+    """Why a partition with stored progress must be copied again from the source's earliest
+    offset, or "" when its progress still holds.
+
+    Progress names the topic incarnations it was copied between (see Stored). A source topic
+    deleted and created again has a new ID and offsets from 0: its records are new and are all
+    copied, even where the new topic already holds more records than the old progress (which
+    offsets alone cannot tell). A remote topic deleted (and created again by this plan, or by
+    someone else) lost what was copied: it is rebuilt from the source, never continued with a
+    hole. Without recorded IDs (progress that MM2 or an older mirrorflow wrote) the checks that
+    remain are a remote topic this plan had to create and a source that ends before the progress."""
+    stored_source, stored_remote, _ = split_incarnation(stored.incarnation)
+    if stored_source and source_id and stored_source != source_id:
+        return "the source topic was deleted and created again (new topic ID); copying the new one from its start"
+    if remote_created:
+        return f"the remote topic {remote} was missing and has been created again; rebuilding it from the source's earliest offset"
+    if stored_remote and remote_id and stored_remote != remote_id:
+        return (
+            f"the remote topic {remote} was deleted and created again (new topic ID); "
+            "rebuilding it from the source's earliest offset"
+        )
+    if past_end:
+        # Like MM2 (auto.offset.reset), a source that ends before the progress is copied from its start.
+        return "the source partition ends before what was already copied (topic recreated?); copying it from its start"
+    return ""

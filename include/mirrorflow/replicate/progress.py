@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -24,7 +25,7 @@ from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
     SourceOffsetKey,
-    decode_offset_value,
+    decode_offset_entry,
     encode_offset_value,
 )
 
@@ -35,10 +36,48 @@ class ProgressReadError(RuntimeError):
     pass
 
 
-def progress_record(source_alias: str, topic: str, partition: int, offset: int, num_partitions: int):
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One source partition's stored progress: the last replicated upstream offset, and the
+    topic incarnations it was copied between (see `incarnation`; "" when the writer named
+    none: MM2, or an older mirrorflow)."""
+
+    offset: int
+    incarnation: str = ""
+
+    @property
+    def floor(self) -> int:
+        return split_incarnation(self.incarnation)[2]
+
+
+def incarnation(source_id: str, remote_id: str, floor: int = 0) -> str:
+    """`<source topic id>,<remote topic id>[,<floor>]`: the topic IDs (librdkafka prints them in
+    standard base64, which has "/" and "+" but never ",") and, when above 0, the remote
+    offset where this source incarnation's records begin (records below it came from an
+    earlier incarnation of the source topic, with the same offsets, and never translate)."""
+    if not source_id and not remote_id:
+        return ""
+    return f"{source_id},{remote_id}" + (f",{floor}" if floor > 0 else "")
+
+
+def split_incarnation(text: str) -> tuple[str, str, int]:
+    """(source topic id, remote topic id, floor) of an incarnation; ("", "", 0) when unknown."""
+    fields = text.split(",")
+    source_id = fields[0] if fields else ""
+    remote_id = fields[1] if len(fields) > 1 else ""
+    try:
+        floor = int(fields[2]) if len(fields) > 2 else 0
+    except ValueError:
+        floor = 0
+    return source_id, remote_id, max(0, floor)
+
+
+def progress_record(
+    source_alias: str, topic: str, partition: int, offset: int, num_partitions: int, incarnation: str = ""
+):
     """(key, value, partition) of the progress record for one source partition."""
     key = SourceOffsetKey(cluster=source_alias, topic=topic, partition=partition)
-    return key.key_bytes(), encode_offset_value(offset), key.offsets_partition(num_partitions)
+    return key.key_bytes(), encode_offset_value(offset, incarnation), key.offsets_partition(num_partitions)
 
 
 def read_progress(
@@ -54,6 +93,21 @@ def read_progress(
     `only` limits the read to the offsets-topic partitions that can hold those keys; with it,
     a copy task reads one small partition instead of the whole topic.
     """
+    entries = read_progress_entries(
+        consumer_config, progress_topic, source_alias, only=only, timeout_s=timeout_s
+    )
+    return {where: entry.offset for where, entry in entries.items()}
+
+
+def read_progress_entries(
+    consumer_config: Mapping[str, Any],
+    progress_topic: str,
+    source_alias: str,
+    *,
+    only: Iterable[tuple[str, int]] | None = None,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+) -> dict[tuple[str, int], Stored]:
+    """read_progress with each offset's incarnation."""
     consumer = Consumer(
         {
             **consumer_config,
@@ -88,7 +142,7 @@ def read_progress(
 
 def _read_settled(
     consumer: Consumer, topic: str, partitions: list[int], source_alias: str, timeout_s: float
-) -> dict[tuple[str, int], int]:
+) -> dict[tuple[str, int], Stored]:
     targets: dict[int, int] = {}
     starts = []
     for p in partitions:
@@ -99,7 +153,7 @@ def _read_settled(
     if not starts:
         return {}
     consumer.assign(starts)
-    found: dict[tuple[str, int], int] = {}
+    found: dict[tuple[str, int], Stored] = {}
     deadline = time.monotonic() + timeout_s
     while targets:
         if time.monotonic() > deadline:
@@ -122,7 +176,7 @@ def _read_settled(
 
 
 def _apply(
-    found: dict[tuple[str, int], int], key: bytes | None, value: bytes | None, source_alias: str
+    found: dict[tuple[str, int], Stored], key: bytes | None, value: bytes | None, source_alias: str
 ) -> None:
     try:
         parsed = SourceOffsetKey.decode(key)
@@ -132,10 +186,10 @@ def _apply(
         return
     where = (parsed.topic, parsed.partition)
     try:
-        offset = decode_offset_value(value)
+        offset, incarnation = decode_offset_entry(value)
     except ConnectOffsetFormatError:
         return
     if offset is None:
         found.pop(where, None)
     else:
-        found[where] = offset
+        found[where] = Stored(offset, incarnation)

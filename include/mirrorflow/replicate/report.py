@@ -15,6 +15,7 @@ from typing import Any
 from mirrorflow.replicate.copy import UnitResult, merge_ranges
 from mirrorflow.replicate.plan import Plan
 
+RESTARTED_LIMIT = 100
 TOTAL_FIELDS = (
     "records",
     "bytes",
@@ -46,6 +47,10 @@ class RunReport:
     # the units carry their own lost ranges (the plan's included), so the totals add both.
     lost_unreported: dict[str, int] = field(default_factory=dict)
     lag_left: dict[str, int] = field(default_factory=dict)
+    # "topic-partition" -> why the plan copied it again from the source's earliest offset (a
+    # topic deleted and created again on either side); at most RESTARTED_LIMIT of them.
+    restarted: dict[str, str] = field(default_factory=dict)
+    restarted_count: int = 0
 
     @classmethod
     def from_results(
@@ -69,6 +74,8 @@ class RunReport:
             planned_ranges=len(plan.ranges()),
             planned_offsets=sum(s.pending for s in plan.spans),
             lost_unreported=unreported,
+            restarted=dict(list(plan.restarted().items())[:RESTARTED_LIMIT]),
+            restarted_count=len(plan.restarted()),
         )
 
     @classmethod
@@ -97,6 +104,8 @@ class RunReport:
             planned_ranges=last.planned_ranges,
             planned_offsets=last.planned_offsets,
             lost_unreported=last.lost_unreported,
+            restarted=last.restarted,
+            restarted_count=last.restarted_count,
         )
 
     @property
@@ -176,6 +185,8 @@ class RunReport:
                 {"topic": u["topic"], "partition": u["partition"], "error": u["error"]} for u in self.failed
             ],
             "lag_left": self.lag_left,
+            "restarted": self.restarted,
+            "restarted_count": self.restarted_count,
         }
 
     def to_json(self) -> str:

@@ -102,7 +102,8 @@ def plan_run(
         "grown_topics": {k: list(v) for k, v in outcome.topics.grown.items()},
         "internal_topics_created": list(outcome.internal_topics_created),
         "topic_errors": outcome.topics.errors,
-        "rewound_partitions": list(outcome.rewound),
+        "restarted_partitions": dict(list(plan.restarted().items())[:PLAN_DETAIL_LIMIT]),
+        "restarted_count": len(plan.restarted()),
     }
 
 
