@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
+from mirrorflow.ops.durability import check_config_durability
 
 
 @click.group()
@@ -31,8 +32,24 @@ def _register_commands() -> None:
 
 @main.command(name="validate")
 @click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path))
-def validate_command(config_file: Path) -> None:
-    """Check an MM2 properties file: every problem with its fix, then the clusters and flows."""
+@click.option(
+    "--connect",
+    is_flag=True,
+    help="Also connect to the clusters and warn about every topic the flows write on a target that "
+    "could lose acknowledged records or stop taking writes when one broker fails (replication factor "
+    "below 3, min.insync.replicas below 2 or not below it, unclean leader election on).",
+)
+@click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0.1),
+    default=15.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --connect: how long each cluster may take to answer.",
+)
+def validate_command(config_file: Path, connect: bool, connect_timeout: float) -> None:
+    """Check an MM2 properties file: every problem with its fix, then the clusters and flows.
+    Offline unless --connect is given."""
     console = Console(soft_wrap=True)
     config: MirrorConfig | None = None
     try:
@@ -41,11 +58,20 @@ def validate_command(config_file: Path) -> None:
         problems = exc.problems
     else:
         problems = validate(config)
+    connected = ""
+    if connect and config is not None:
+        if any(p.is_error for p in problems):
+            connected = "--connect skipped: fix the errors first"
+        else:
+            problems += check_config_durability(config, timeout_s=connect_timeout)
+            connected = f"--connect: checked the topics {len(config.flows)} flow(s) write on their targets"
     if problems:
         console.print(_problems_table(problems))
     if config is not None:
         console.print(_clusters_table(config))
         console.print(_flows_table(config))
+    if connected:
+        console.print(connected)
     errors = sum(p.is_error for p in problems)
     warnings = len(problems) - errors
     style = "bold red" if errors else "bold green"

@@ -84,3 +84,12 @@ def test_secrets_are_not_printed(tmp_path: Path) -> None:
     assert "${env:HIDDEN_HOST}" in result.output
     assert "hidden.example" not in result.output
     assert "pw-123456" not in result.output
+
+
+def test_connect_waits_for_a_config_without_errors(tmp_path: Path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BAD)
+    result = CliRunner().invoke(main, ["validate", "--connect", str(path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1
+    assert "--connect skipped: fix the errors first" in result.output
+    assert "3 error(s)" in result.output
