@@ -392,6 +392,7 @@ def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int
 def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal: _Refusal) -> None:
     source_watch, target_watch = _watches(job)
     producer = _producer(job, span, target_watch)
+    fence: Producer | None = None
     consumer: Consumer | None = None
     sync_producer: Producer | None = None
     succeeded = False
@@ -407,6 +408,8 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
         progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
         if job.exactly_once:
             _retrying(producer.init_transactions, target_watch, "init_transactions")
+        else:
+            fence = _fence(job, span, target_watch)
         stored = read_progress_entries(
             job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
         ).get((span.topic, span.partition))
@@ -426,7 +429,16 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
                 if job.exactly_once:
                     producer.begin_transaction()
                 _commit_chunk(
-                    job, span, producer, None, span.end - 1, progress_partitions, [], result, target_watch
+                    job,
+                    span,
+                    producer,
+                    None,
+                    span.end - 1,
+                    progress_partitions,
+                    [],
+                    result,
+                    target_watch,
+                    fence,
                 )
         else:
             if job.offset_syncs_topic and not job.offset_syncs_on_target:
@@ -447,6 +459,7 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
                     result,
                     (source_watch, target_watch),
                     refusal,
+                    fence,
                 ).run(start)
             finally:
                 result.copy_seconds = round(result.copy_seconds + time.monotonic() - copy_started, 3)
@@ -464,12 +477,43 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
                 result.offset_sync_errors += len(sync_producer)
         if not succeeded:
             _abandon(job, span, producer, reachable=not target_gone)
+            if fence is not None and not target_gone:
+                _abort_quietly(fence, span)
         if succeeded:
             _served(producer.flush, CLIENT_TIMEOUT_S)
         else:
             # Serve what callbacks are left; the attempt's own error is what gets reported.
             with contextlib.suppress(KafkaException, SystemError):
                 producer.flush(0)
+
+
+def _fence(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
+    """At-least-once: the producer that writes progress (and target-side offset-syncs), with the
+    partition's transactional.id. Its init_transactions fences every older writer of the
+    partition in either mode, and a writer fenced since cannot write progress any more: two
+    writers of one partition never copy side by side for more than the chunk in flight, and a
+    writer that wakes from a pause never moves progress back. The data itself goes through the
+    idempotent producer, outside transactions."""
+    config = {
+        **watch.config(job.target_producer),
+        "enable.idempotence": True,
+        "acks": "all",
+        "transactional.id": transactional_id(job.source, job.target, span.topic, span.partition),
+    }
+    fence = Producer(config)
+    _retrying(fence.init_transactions, watch, "init_transactions")
+    return fence
+
+
+def _abort_quietly(producer: Producer, span: PartitionSpan) -> None:
+    try:
+        producer.abort_transaction(ABORT_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (isinstance(error, KafkaError) and error.code() == KafkaError._STATE):
+            log.warning(
+                "could not abort the progress transaction of %s-%s: %s", span.topic, span.partition, exc
+            )
 
 
 def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer, *, reachable: bool) -> None:
@@ -547,6 +591,7 @@ class _PartitionCopy:
         result: UnitResult,
         watches: tuple[ClusterWatch, ClusterWatch],
         refusal: _Refusal,
+        fence: Producer | None = None,
     ) -> None:
         self.job = job
         self.source_watch, self.target_watch = watches
@@ -564,6 +609,7 @@ class _PartitionCopy:
         if job.provenance:
             self.stamp = fresh_stamp(job.source, span.topic, span.partition)
         self.refusal = refusal
+        self.fence = fence
 
     def run(self, start: int) -> None:
         # At-least-once cannot abort a chunk, so it can never copy one again: it reports per record.
@@ -845,6 +891,7 @@ class _PartitionCopy:
             syncs,
             self.result,
             self.target_watch,
+            self.fence,
         )
         self.result.records += len(chunk.ups)
         self.result.bytes += chunk.bytes
@@ -904,8 +951,17 @@ def _commit_chunk(
     syncs: list[SyncPoint],
     result: UnitResult,
     watch: ClusterWatch,
+    fence: Producer | None = None,
 ) -> None:
-    """Write progress (and target-side offset-syncs) and make the chunk durable."""
+    """Write progress (and target-side offset-syncs) and make the chunk durable. Exactly-once:
+    in the chunk's transaction. At-least-once: once the data is acknowledged, in a transaction
+    of the partition's fencing producer (see _fence)."""
+    if fence is not None:
+        remaining = _flush(producer, watch)
+        if remaining:
+            raise CopyError(f"{remaining} records were not acknowledged in time")
+        fence.begin_transaction()
+        producer = fence
     key, value, partition = progress_record(
         job.source,
         span.topic,
@@ -921,7 +977,7 @@ def _commit_chunk(
             producer.produce(
                 job.offset_syncs_topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0
             )
-    if job.exactly_once:
+    if job.exactly_once or fence is not None:
         _retrying(producer.commit_transaction, watch, "commit_transaction")
         result.transactions += 1
     else:
