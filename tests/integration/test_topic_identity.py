@@ -17,12 +17,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
+from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints, write_checkpoints
 from mirrorflow.control.translator import Translator
-from mirrorflow.kafka import await_topics
-from mirrorflow.mm2.formats import OffsetSync
+from mirrorflow.kafka import KafkaCallError, await_topics
+from mirrorflow.mm2.formats import Checkpoint, OffsetSync
+from mirrorflow.ops.failover import failover
 from mirrorflow.replicate.progress import read_progress_entries
 
 from .kafkatools import create_topics, produce, read_all
+from .test_failover_helpers import commit_at
 from .test_replicate_scenarios import mirror_config, run_once
 
 ROLL_SYNC = OffsetSync("roll", 0, 0, 0)  # the record that closes the segment to compact
@@ -178,3 +181,51 @@ def test_a_remote_topic_deleted_or_recreated_is_rebuilt_from_the_source(shared_c
         else "deleted and created again (new topic ID)"
     )
     assert expected in why and "rebuilding it from the source's earliest offset" in why
+
+
+def test_syncs_and_checkpoints_past_a_rebuilt_remote_topics_end_are_never_used(
+    shared_clusters, unique
+) -> None:
+    """The remote topic was deleted and created again (empty) after a copy and a checkpoint pass,
+    before the next replicate run: the old syncs and checkpoints point past its end, at records
+    that are gone. Translation does not answer with them, and a failover from checkpoints does
+    not move the group there; both say why."""
+    a, b, _ = shared_clusters
+    topic = unique("rebuilt")
+    remote = f"A.{topic}"
+    group = unique("g")
+    create_topics(a.bootstrap, (topic, 1))
+    produce(a.bootstrap, topic, batch("r", 10))
+    config = mirror_config(
+        [a, b], ["A->B"], {"topics": topic, "groups": group, "emit.checkpoints.interval.seconds": "1"}
+    )
+    run_once(config, "A", "B")
+    commit_at(a.bootstrap, group, {(topic, 0): 6})
+    assert emit_checkpoints(config, "A", "B")["emitted"] == 1
+
+    recreate(b.bootstrap, remote)
+    flow = config.flow("A", "B")
+    with Translator(flow, FlowClients.resolve(flow)) as translator:
+        assert translator.translate(topic, 0, 6) is None, "not the old sync's downstream offset 6"
+        assert "nothing of" in translator.reasons[(topic, 0)]
+    result = failover(config, "A", "B", group, dry_run=True, from_checkpoints=True)
+    (row,) = result.rows
+    assert row.action == "not moved" and row.target_offset is None
+    assert f"past the end of {remote}-0 on B (0)" in row.note
+
+
+def test_a_checkpoint_read_returns_everything_or_fails_never_a_part(shared_clusters, unique) -> None:
+    """MirrorClient stops reading checkpoints at its deadline and returns what it has; a failover
+    from that part would move groups to older checkpoints than the topic holds. The read here
+    returns every checkpoint or raises; even with a deadline far too short for the topic."""
+    _, b, _ = shared_clusters
+    topic = unique("checkpoints")
+    create_topics(b.bootstrap, (topic, 1, {"cleanup.policy": "compact"}))
+    written = [Checkpoint(f"g{i}", "A.orders", 0, i, i, "") for i in range(5000)]
+    write_checkpoints({"bootstrap.servers": b.bootstrap}, topic, written)
+    for timeout_s in (0.0, 0.05, 30.0):
+        try:
+            found = read_checkpoints({"bootstrap.servers": b.bootstrap}, topic, timeout_s=timeout_s)
+        except KafkaCallError:
+            continue  # said so: never a silent part
+        assert len(found) == len(written), f"timeout {timeout_s}: {len(found)} of {len(written)}"

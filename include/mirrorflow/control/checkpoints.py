@@ -59,17 +59,17 @@ def _checkpoint_records(
 ) -> Iterator[tuple[Checkpoint, Message]]:
     """Decodable checkpoints of partition 0, oldest first, up to its end now; undecodable ones skipped.
 
-    A missing topic reads as empty, as a Java consumer assigned to it finds nothing.
+    A missing topic reads as empty, as a Java consumer assigned to it finds nothing. The read
+    always reaches the end: MirrorClient returns what it read by its deadline, which would hand
+    a failover the older checkpoints of groups whose newer ones lie beyond it; here only a read
+    that stops making progress for `timeout_s` ends, with KafkaCallError naming where.
     """
-    deadline = time.monotonic() + timeout_s
     skipped = 0
     for message in read_from_start(consumer_config, topic, isolation=isolation, idle_timeout_s=timeout_s):
         try:
             yield Checkpoint.decode(message.key(), message.value()), message
         except Mm2FormatError:
             skipped += 1
-        if time.monotonic() > deadline:
-            break
     if skipped:
         log.info("skipped %d records of %s that are not checkpoints", skipped, topic)
 
@@ -98,7 +98,7 @@ def remote_consumer_offsets(
     """MirrorClient.remoteConsumerOffsets: the offsets `group` should commit on this cluster.
 
     Reads `policy.checkpoints_topic(source_alias)` partition 0 from the beginning to its end
-    offset (or until the deadline, returning what was read), keeps the last checkpoint per
+    offset (never stopping early at a deadline, unlike MirrorClient), keeps the last checkpoint per
     partition for the group and skips records that do not decode. The consumer reads with the
     config's isolation.level, read_uncommitted unless set, as Java's consumer defaults.
     """

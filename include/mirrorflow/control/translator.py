@@ -17,7 +17,7 @@ Two kinds of topics translate:
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +33,7 @@ from mirrorflow.control.translate import (
     FlowRecord,
     PartitionView,
     Status,
+    SyncRun,
     Translation,
     translate_back,
     translate_exact,
@@ -198,9 +199,13 @@ class Translator:
                 return None
             # Records below the floor came from an earlier incarnation of the source topic.
             start = max(start, stored.floor)
-        view = PartitionView(
-            self.syncs.run(topic, partition), self.progress.get((topic, partition)), start, end
-        )
+        syncs = self.syncs.run(topic, partition)
+        if syncs.downs and syncs.downs[-1] >= end:
+            # Syncs past the partition's end (the remote topic was deleted and created again, or
+            # truncated, after they were written) point at nothing this flow copied: never used.
+            keep = bisect_left(syncs.downs, end)
+            syncs = SyncRun(syncs.ups[:keep], syncs.downs[:keep])
+        view = PartitionView(syncs, self.progress.get((topic, partition)), start, end)
         origin = Origin(self.flow.source, topic, partition)
         if not self.flow.provenance_headers_enabled:
             result = translate_mm2_rule(offset, view)

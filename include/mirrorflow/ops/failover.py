@@ -40,7 +40,7 @@ from mirrorflow.control.group_translation import relevant_group_offsets, transla
 from mirrorflow.control.groups import Committed, commit_offsets, describe_groups
 from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator, partition_bounds
-from mirrorflow.kafka import admin_client
+from mirrorflow.kafka import KafkaCallError, admin_client
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +190,49 @@ def _live_rows(
 def _checkpoint_rows(
     flow: FlowConfig, clients: FlowClients, pattern: re.Pattern[str], regex: str
 ) -> tuple[list[FailoverRow], dict[str, dict[tuple[str, int], Committed]]]:
-    stored = read_checkpoints(clients.target_consumer, flow.checkpoints_topic)
+    try:
+        stored = read_checkpoints(clients.target_consumer, flow.checkpoints_topic)
+    except KafkaCallError as exc:
+        raise FailoverError(
+            f"could not read {flow.checkpoints_topic} on {flow.target} to its end ({exc}); a failover from "
+            "part of it could move groups to older checkpoints than the ones it holds, so nothing was "
+            "changed: check the target cluster and run the failover again"
+        ) from exc
+    chosen = {key: entry for key, entry in stored.items() if pattern.fullmatch(key[0])}
+    # A checkpoint past the end of its partition on the target (the remote topic was deleted
+    # and created again, or truncated, after it was written) names a position that holds
+    # nothing the group read: never commit it.
+    ends = partition_bounds(clients.target_admin, {(topic, p) for _, topic, p in chosen})
     now_ms = int(time.time() * 1000)
     rows, commits = [], {}
-    for (group, topic, partition), entry in sorted(stored.items()):
-        if not pattern.fullmatch(group):
-            continue
+    for (group, topic, partition), entry in sorted(chosen.items()):
         checkpoint = entry.checkpoint
         age_s = max(0, (now_ms - entry.timestamp_ms) // 1000)
+        bounds = ends.get((topic, partition))
+        if bounds is None or checkpoint.downstream_offset > bounds[1]:
+            rows.append(
+                FailoverRow(
+                    group=group,
+                    topic=topic,
+                    partition=partition,
+                    source_topic=_upstream_name(flow, topic),
+                    source_offset=checkpoint.upstream_offset,
+                    target_offset=None,
+                    lag=None,
+                    status=UNTRANSLATED,
+                    action=NOT_MOVED,
+                    note=(
+                        f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, "
+                        + (
+                            f"past the end of {topic}-{partition} on {flow.target} ({bounds[1]})"
+                            if bounds is not None
+                            else f"but {topic}-{partition} does not exist on {flow.target}"
+                        )
+                        + ": the remote topic was deleted or truncated since; not moved"
+                    ),
+                )
+            )
+            continue
         rows.append(
             FailoverRow(
                 group=group,
