@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.control.flows import JobDisabled
 from mirrorflow.control.group_sync import sync_group_offsets
+from mirrorflow.ops.failover import failover
 from mirrorflow.policy.provenance import read_provenance
 
 from .kafkatools import create_topics, read_all
@@ -74,3 +75,47 @@ def test_group_sync_is_off_unless_enabled(kafka_clusters) -> None:
     a, b = kafka_clusters(2)
     with pytest.raises(JobDisabled, match=r"A->B.sync.group.offsets.enabled = true"):
         sync_group_offsets(mm2_config([a, b], ["A->B"]), "A", "B")
+
+
+def test_a_consumer_protocol_group_is_never_rewound_by_group_sync_or_failover(kafka_clusters) -> None:
+    """A KIP-848 group (group.protocol=consumer) on the target: while it has a member, group
+    sync leaves it alone and failover refuses it; once it has read further there and left,
+    neither moves it back, and failover says the group already consumes on the target."""
+    a, b = kafka_clusters(2)
+    config = mm2_config([a, b], ["A->B"], SYNC_ON)
+    create_topics(a.bootstrap, ("orders", 1))
+    produce_numbered(a.bootstrap, "orders", 1, 60)
+    commit_at(a.bootstrap, "kip848", {("orders", 0): 10})
+    replicate_once(config, "A", "B", "run-1")
+
+    member = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "kip848",
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    member.subscribe(["A.orders"])
+    try:
+        read = 0
+        while read < 40:  # reads from the start (no offset yet), as far as offset 39
+            message = member.poll(0.2)
+            if message is not None and message.error() is None:
+                read += 1
+        member.commit(asynchronous=False)
+        summary = sync_group_offsets(config, "A", "B")
+        assert "active member" in summary["skipped_groups"]["kip848"], summary
+        busy = failover(config, "A", "B", "kip848", dry_run=True)
+        assert "active member" in busy.refused["kip848"]
+    finally:
+        member.close()
+    further = committed(b.bootstrap, "kip848", [("A.orders", 0)])
+    assert further[("A.orders", 0)] > exact(b.bootstrap, 0, 10)
+
+    summary = sync_group_offsets(config, "A", "B")
+    assert summary["not_rewound"] == 1 and "kip848" not in summary["groups_synced"]
+    moved = failover(config, "A", "B", "kip848")
+    assert "already read further on B" in moved.refused["kip848"] and moved.committed == []
+    assert committed(b.bootstrap, "kip848", [("A.orders", 0)]) == further

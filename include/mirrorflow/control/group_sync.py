@@ -71,9 +71,39 @@ def group_sync_pass(
                 row.translation.downstream_offset, row.committed.metadata
             )
     target = admin_client(clients.target_admin)
+    names = sorted(wanted)
+    # A few groups at a time: state, offsets and commit of one window follow each other within
+    # moments, so a consumer that joins, commits and leaves between our read and our commit has
+    # as little time to do so as Kafka's API allows (AlterConsumerGroupOffsets has no
+    # compare-and-set; it only refuses groups that have members when it runs).
+    for i in range(0, len(names), SYNC_WINDOW):
+        window = {g: wanted[g] for g in names[i : i + SYNC_WINDOW]}
+        _sync_window(flow, target, window, report)
+    report.groups_synced.sort()
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info(
+        "%s: synced %d partitions of %d groups (%d kept because the target was further, %d groups skipped)",
+        flow.name,
+        report.partitions_committed,
+        len(report.groups_synced),
+        report.not_rewound,
+        len(report.skipped_groups),
+    )
+    return report
+
+
+SYNC_WINDOW = 50
+
+
+def _sync_window(
+    flow: FlowConfig,
+    target: Any,
+    wanted: dict[str, dict[tuple[str, int], Committed]],
+    report: GroupSyncReport,
+) -> None:
     states = describe_groups(target, wanted)
-    idle = [g for g, s in states.items() if s.state == "EMPTY" and not s.active]
-    current = committed_offsets(target, idle)
+    # Every idle group's offsets, DEAD ones too: one may have come to life since it was described.
+    current = committed_offsets(target, [g for g, s in states.items() if not s.active])
     to_commit: dict[str, dict[tuple[str, int], Committed]] = {}
     for group, offsets in wanted.items():
         state = states[group]
@@ -102,17 +132,6 @@ def group_sync_pass(
             continue
         report.groups_synced.append(group)
         report.partitions_committed += outcome.committed
-    report.groups_synced.sort()
-    report.seconds = round(time.monotonic() - started, 3)
-    log.info(
-        "%s: synced %d partitions of %d groups (%d kept because the target was further, %d groups skipped)",
-        flow.name,
-        report.partitions_committed,
-        len(report.groups_synced),
-        report.not_rewound,
-        len(report.skipped_groups),
-    )
-    return report
 
 
 def sync_group_offsets(

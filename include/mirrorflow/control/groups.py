@@ -37,12 +37,10 @@ class Committed:
 
 GroupOffsets = dict[tuple[str, int], Committed]
 
-# Kafka refuses to change the offsets of a group with members; these states have (or are about to have) some.
-ACTIVE_STATES = {
-    ConsumerGroupState.STABLE,
-    ConsumerGroupState.PREPARING_REBALANCING,
-    ConsumerGroupState.COMPLETING_REBALANCING,
-}
+# Kafka refuses to change the offsets of a group with members. Only these states have none:
+# every other one, including states this client does not know (the KIP-848 consumer protocol's
+# ASSIGNING and RECONCILING read as UNKNOWN), counts as a group in use.
+IDLE_STATES = {ConsumerGroupState.EMPTY.name, ConsumerGroupState.DEAD.name}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +51,7 @@ class GroupState:
 
     @property
     def active(self) -> bool:
-        return self.members > 0 or self.state in {s.name for s in ACTIVE_STATES}
+        return self.members > 0 or self.state not in IDLE_STATES
 
 
 def _windowed(

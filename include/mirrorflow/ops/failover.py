@@ -37,7 +37,7 @@ from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.checkpoints import read_checkpoints
 from mirrorflow.control.flows import load, reverse_flow
 from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
-from mirrorflow.control.groups import Committed, commit_offsets, describe_groups
+from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
 from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator, partition_bounds
 from mirrorflow.kafka import KafkaCallError, admin_client
@@ -314,11 +314,29 @@ def failover(
         rows, commits = _live_rows(loaded, flow, clients, pattern, groups)
 
     target_admin = admin_client(clients.target_admin)
-    for group, state in describe_groups(target_admin, {r.group for r in rows}).items():
+    states = describe_groups(target_admin, {r.group for r in rows})
+    for group, state in states.items():
         if state.active:
             result.refused[group] = (
                 f"group {group} has {state.members} active member(s) on {target} (state {state.state}): "
                 f"stop its consumers on {target} and run failover again; nothing was changed for it"
+            )
+    # A group that has already read further on the target than failover would place it (its
+    # consumers ran there, or failed over before) would be rewound: refused as well.
+    on_target = committed_offsets(target_admin, [g for g in commits if g not in result.refused])
+    for group, offsets in commits.items():
+        there = on_target.get(group, {})
+        ahead = [
+            f"{topic}-{partition} at {there[(topic, partition)].offset} (failover would set {wanted.offset})"
+            for (topic, partition), wanted in sorted(offsets.items())
+            if (topic, partition) in there and there[(topic, partition)].offset > wanted.offset
+        ]
+        if ahead:
+            result.refused[group] = (
+                f"group {group} has already read further on {target}: {', '.join(ahead[:5])}"
+                + (f" and {len(ahead) - 5} more" if len(ahead) > 5 else "")
+                + f"; failover never rewinds a group: it is consuming on {target} already, or reset its "
+                f"offsets there yourself; nothing was changed for it"
             )
     bounds = partition_bounds(
         clients.target_admin, [(r.topic, r.partition) for r in rows if r.target_offset is not None]
