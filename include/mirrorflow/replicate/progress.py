@@ -20,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.kafka import POLL_S, watermarks
+from mirrorflow.kafka import POLL_S, reader, watermarks
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
@@ -135,18 +135,33 @@ def read_progress_entries(
                     for t, p in only
                 }
             )
-        return _read_settled(consumer, progress_topic, partitions, source_alias, timeout_s)
+        # The high watermark as a read_uncommitted reader sees it: a read_committed consumer's
+        # watermark query answers with the last stable offset, which is exactly what an open
+        # transaction holds back, and a read up to it would not wait at all.
+        uncommitted = reader(consumer_config, isolation="read_uncommitted")
+        try:
+            highs = {p: watermarks(uncommitted, progress_topic, p, timeout_s=30) for p in partitions}
+        finally:
+            uncommitted.close()
+        return _read_settled(consumer, progress_topic, highs, source_alias, timeout_s)
     finally:
         consumer.close()
 
 
 def _read_settled(
-    consumer: Consumer, topic: str, partitions: list[int], source_alias: str, timeout_s: float
+    consumer: Consumer,
+    topic: str,
+    watermarks_now: dict[int, tuple[int, int]],
+    source_alias: str,
+    timeout_s: float,
 ) -> dict[tuple[str, int], Stored]:
+    """Read until the committed view has passed each partition's high watermark of the moment
+    the read began: every transaction open then (a live writer's, or a dead one's that its
+    fencing or transaction.timeout.ms aborts) is decided, so no newer committed progress hides
+    behind it."""
     targets: dict[int, int] = {}
     starts = []
-    for p in partitions:
-        low, high = watermarks(consumer, topic, p, timeout_s=30)
+    for p, (low, high) in watermarks_now.items():
         if high > low:
             targets[p] = high
             starts.append(TopicPartition(topic, p, low))

@@ -8,6 +8,7 @@ mirrorflow ever replicates it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -76,6 +77,10 @@ def write_run_record(
             "message.max.bytes": MAX_RECORD_BYTES,
         }
     )
+    # Metadata first: it brings up the broker connection, so the idempotent producer gets its
+    # producer id at once instead of on librdkafka's 500 ms retry timer.
+    with contextlib.suppress(KafkaException):
+        producer.list_topics(RUNS_TOPIC, timeout=min(timeout_s, 10.0))
     delivered: list[Any] = []
     producer.produce(
         RUNS_TOPIC,
