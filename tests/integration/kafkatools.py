@@ -102,3 +102,13 @@ def produce(bootstrap: str, topic: str, records: list[dict], **config: object) -
         producer.produce(topic, on_delivery=delivered, **record)
     assert producer.flush(30) == 0
     assert not errors, f"the broker refused records for {topic}: {errors[0]}"
+
+
+def produce_keyed(bootstrap: str, topic: str, count: int, partitions: int, value: bytes) -> None:
+    """`count` records keyed b"0", b"1", ... dealt round-robin over `partitions`, all acknowledged."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(count):
+        producer.produce(topic, key=b"%d" % i, value=value, partition=i % partitions)
+        if i % 50_000 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0

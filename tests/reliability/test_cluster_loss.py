@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from ..conftest import Cluster
-from ..integration.kafkatools import create_topics, read_all
+from ..integration.kafkatools import create_topics, produce_keyed, read_all
 from ..integration.mirror_setup import mm2_text
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
@@ -39,12 +39,7 @@ def test_a_cluster_killed_mid_copy_ends_the_run_in_seconds_and_the_next_run_comp
     a_kafka, b_kafka = local_kafka(overrides=FAST_SESSIONS), local_kafka(overrides=FAST_SESSIONS)
     a, b = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
     create_topics(a.bootstrap, ("big", PARTITIONS))
-    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce("big", key=b"%d" % i, value=b"v" * 200, partition=i % PARTITIONS)
-        if i % 50_000 == 0:
-            producer.flush(30)
-    assert producer.flush(30) == 0
+    produce_keyed(a.bootstrap, "big", RECORDS, PARTITIONS, b"v" * 200)
     config = tmp_path / "mm2.properties"
     config.write_text(
         mm2_text(

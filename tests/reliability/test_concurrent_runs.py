@@ -9,25 +9,38 @@ import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
-from ..integration.kafkatools import create_topics, read_all
+from ..integration.kafkatools import create_topics, produce_keyed, read_all
 from ..integration.mirror_setup import mm2_text
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
 RECORDS, PARTITIONS = 120_000, 4
 
 
+def run_together(commands: list[list[str]]) -> None:
+    """Start the runs at once and check each one either finished or lost its partitions to the
+    other with the plain "fenced" message (exit 1), never with a crash."""
+    runs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for c in commands]
+    try:
+        outputs = [run.communicate(timeout=240)[0].decode(errors="replace") for run in runs]
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+    for run, text in zip(runs, outputs, strict=True):
+        assert run.returncode in (0, 1), text[-3000:]
+        assert "Traceback" not in text and "SystemError" not in text, text[-3000:]
+        if run.returncode == 1:
+            failed = [line for line in text.splitlines() if line.strip().startswith("orders-")]
+            assert failed, text[-3000:]
+            assert all("fenced: another writer took over" in line for line in failed), failed
+
+
 @pytest.mark.parametrize("trial", range(3))
 def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_clusters, tmp_path, trial) -> None:
     a, b = kafka_clusters(2)
     create_topics(a.bootstrap, ("orders", PARTITIONS))
-    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce("orders", key=b"%d" % i, value=b"v" * 100, partition=i % PARTITIONS)
-        if i % 50_000 == 0:
-            producer.flush(30)
-    assert producer.flush(30) == 0
+    produce_keyed(a.bootstrap, "orders", RECORDS, PARTITIONS, b"v" * 100)
     config = tmp_path / "mm2.properties"
     # Small transactions and two workers per run, so the runs meet on most partitions.
     config.write_text(
@@ -37,21 +50,7 @@ def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_cluster
     )
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
 
-    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
-    try:
-        outputs = [run.communicate(timeout=240)[0].decode(errors="replace") for run in runs]
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
-
-    for run, text in zip(runs, outputs, strict=True):
-        assert run.returncode in (0, 1), text[-3000:]
-        assert "Traceback" not in text and "SystemError" not in text, text[-3000:]
-        if run.returncode == 1:
-            failed = [line for line in text.splitlines() if line.strip().startswith("orders-")]
-            assert failed, text[-3000:]
-            assert all("fenced: another writer took over" in line for line in failed), failed
+    run_together([command, command])
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-3000:]
     for partition in range(PARTITIONS):
@@ -71,12 +70,7 @@ def test_writers_in_any_mode_exclude_each_other_and_progress_never_goes_back(
     may still copy again what was in flight: at most one chunk per partition and writer."""
     a, b = kafka_clusters(2)
     create_topics(a.bootstrap, ("orders", PARTITIONS))
-    producer = Producer({"bootstrap.servers": a.bootstrap, "linger.ms": 20})
-    for i in range(RECORDS):
-        producer.produce("orders", key=b"%d" % i, value=b"v" * 100, partition=i % PARTITIONS)
-        if i % 50_000 == 0:
-            producer.flush(30)
-    assert producer.flush(30) == 0
+    produce_keyed(a.bootstrap, "orders", RECORDS, PARTITIONS, b"v" * 100)
     chunk = 500
     config = tmp_path / "mm2.properties"
     config.write_text(
@@ -88,19 +82,7 @@ def test_writers_in_any_mode_exclude_each_other_and_progress_never_goes_back(
         [MIRRORFLOW, "replicate", str(config), "--flow", "A->B", "--delivery", mode] for mode in modes
     ]
 
-    runs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for c in commands]
-    try:
-        outputs = [run.communicate(timeout=240)[0].decode(errors="replace") for run in runs]
-    finally:
-        for run in runs:
-            if run.poll() is None:
-                run.kill()
-    for run, text in zip(runs, outputs, strict=True):
-        assert run.returncode in (0, 1), text[-3000:]
-        assert "Traceback" not in text and "SystemError" not in text, text[-3000:]
-        if run.returncode == 1:
-            failed = [line for line in text.splitlines() if line.strip().startswith("orders-")]
-            assert failed and all("fenced: another writer took over" in line for line in failed), failed
+    run_together(commands)
     again = subprocess.run(commands[1], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-3000:]
     for partition in range(PARTITIONS):

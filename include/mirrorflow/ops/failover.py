@@ -209,30 +209,22 @@ def _checkpoint_rows(
         checkpoint = entry.checkpoint
         age_s = max(0, (now_ms - entry.timestamp_ms) // 1000)
         bounds = ends.get((topic, partition))
-        if bounds is None or checkpoint.downstream_offset > bounds[1]:
-            rows.append(
-                FailoverRow(
-                    group=group,
-                    topic=topic,
-                    partition=partition,
-                    source_topic=_upstream_name(flow, topic),
-                    source_offset=checkpoint.upstream_offset,
-                    target_offset=None,
-                    lag=None,
-                    status=UNTRANSLATED,
-                    action=NOT_MOVED,
-                    note=(
-                        f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, "
-                        + (
-                            f"past the end of {topic}-{partition} on {flow.target} ({bounds[1]})"
-                            if bounds is not None
-                            else f"but {topic}-{partition} does not exist on {flow.target}"
-                        )
-                        + ": the remote topic was deleted or truncated since; not moved"
-                    ),
-                )
+        usable = bounds is not None and checkpoint.downstream_offset <= bounds[1]
+        if usable:
+            note = (
+                f"last checkpoint, {age_s}s old: what the group read on {flow.source} after it is read again"
             )
-            continue
+        elif bounds is not None:
+            note = (
+                f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, past the "
+                f"end of {topic}-{partition} on {flow.target} ({bounds[1]}): the remote topic was deleted or "
+                "truncated since; not moved"
+            )
+        else:
+            note = (
+                f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, but "
+                f"{topic}-{partition} does not exist on {flow.target}: the remote topic was deleted since; not moved"
+            )
         rows.append(
             FailoverRow(
                 group=group,
@@ -240,13 +232,15 @@ def _checkpoint_rows(
                 partition=partition,
                 source_topic=_upstream_name(flow, topic),
                 source_offset=checkpoint.upstream_offset,
-                target_offset=checkpoint.downstream_offset,
+                target_offset=checkpoint.downstream_offset if usable else None,
                 lag=None,
-                status=CHECKPOINT_STATUS,
-                action=WOULD_COMMIT,
-                note=f"last checkpoint, {age_s}s old: what the group read on {flow.source} after it is read again",
+                status=CHECKPOINT_STATUS if usable else UNTRANSLATED,
+                action=WOULD_COMMIT if usable else NOT_MOVED,
+                note=note,
             )
         )
+        if not usable:
+            continue
         commits.setdefault(group, {})[(topic, partition)] = Committed(
             checkpoint.downstream_offset, checkpoint.metadata
         )
