@@ -14,7 +14,8 @@ forces for its internal topics since 2.0):
   keeps its iteration order, which for these three keys is cluster, partition, topic:
   `["MirrorSourceConnector",{"cluster":"A","partition":0,"topic":"orders"}]`.
 - value: `{"offset":N}`, N = the last *replicated* upstream offset; a restarted task seeks to
-  N + 1. A null value (tombstone) deletes the stored offset.
+  N + 1. A null value (tombstone) deletes the stored offset. mirrorflow may add one key of its
+  own (see encode_offset_value); MM2 reads only `offset`, so only the key must be byte-identical.
 - partition of the offsets topic (25 partitions by default): the Java producer's
   `Utils.toPositive(Utils.murmur2(key)) % partitions` (BuiltInPartitioner.partitionForKey).
   The partition matters: Connect rebuilds its map by reading every partition, so a copy of a
