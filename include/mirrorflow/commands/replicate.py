@@ -308,16 +308,7 @@ def copy_pass(
         reported = {(r.topic, r.partition) for r in results}
         for span in plan.units():
             if (span.topic, span.partition) not in reported:
-                collect(
-                    UnitResult(
-                        span.topic,
-                        span.partition,
-                        span.remote_topic,
-                        span.start,
-                        span.end,
-                        error=f"the worker process copying it died ({exc})",
-                    )
-                )
+                collect(UnitResult.not_copied(span, f"the worker process copying it died ({exc})"))
     return results
 
 

@@ -135,6 +135,22 @@ class UnitResult:
     which meet the same gap again never count it twice."""
     error: str | None = None
 
+    @classmethod
+    def not_copied(
+        cls, span: PartitionSpan, error: str, *, progress: int = -1, unreachable: str | None = None
+    ) -> UnitResult:
+        """The result of a unit that never ran, and why."""
+        return cls(
+            span.topic,
+            span.partition,
+            span.remote_topic,
+            span.start,
+            span.end,
+            progress=progress,
+            unreachable=unreachable,
+            error=error,
+        )
+
     @property
     def ok(self) -> bool:
         return self.error is None

@@ -54,15 +54,8 @@ def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]
     for span in spans:
         if gone is not None:
             results.append(
-                UnitResult(
-                    span.topic,
-                    span.partition,
-                    span.remote_topic,
-                    span.start,
-                    span.end,
-                    progress=span.progress,
-                    unreachable=gone.unreachable,
-                    error=f"not copied: {gone.error}",
+                UnitResult.not_copied(
+                    span, f"not copied: {gone.error}", progress=span.progress, unreachable=gone.unreachable
                 )
             )
             continue
