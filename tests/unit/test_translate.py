@@ -17,12 +17,14 @@ import pytest
 from mirrorflow.control.translate import (
     FlowRecord,
     PartitionView,
+    ScanIndex,
     Status,
     SyncIndex,
     Translation,
     translate_back,
     translate_exact,
     translate_mm2_rule,
+    translate_scanned,
 )
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter
@@ -250,6 +252,60 @@ def test_sync_index_starts_over_when_offsets_go_backwards() -> None:
     assert index.partitions() == [("t", 0), ("t", 1)]
     index.add(OffsetSync("t", 1, 9, 1))  # downstream went backwards: remote topic recreated
     assert index.run("t", 1).downs == (1,)
+
+
+def test_sync_index_notes_where_records_were_copied_a_second_time() -> None:
+    index = SyncIndex.of([OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 59, 59), OffsetSync("t", 0, 59, 59)])
+    assert index.recopied_at("t", 0) is None, "a sync written twice is not a re-copy"
+    index.add(OffsetSync("t", 0, 30, 60))  # at-least-once: 30.. copied again after 59
+    assert index.recopied_at("t", 0) == 60
+    index.add(OffsetSync("t", 0, 99, 129))
+    index.add(OffsetSync("t", 0, 99, 140))  # the same upstream offset again, further down
+    assert index.recopied_at("t", 0) == 140
+    index.add(OffsetSync("t", 0, 0, 0))  # remote topic recreated: the twice-copied records are gone
+    assert index.recopied_at("t", 0) is None
+
+
+def recopied(rng: random.Random, count: int) -> list[int]:
+    """Source offsets in target order after at-least-once re-copies: runs that die after writing
+    some records go back to the last recorded progress and copy again from there."""
+    order, progress, at = [], -1, 0
+    while at < count:
+        chunk = rng.randrange(1, 30)
+        written = list(range(at, min(count, at + chunk)))
+        order.extend(written)
+        if rng.random() < 0.3 and written:
+            at = progress + 1  # died before recording progress: copied again
+        else:
+            at += len(written)
+            progress = at - 1
+    return order
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_scanned_translation_never_skips_whatever_the_order(seed: int) -> None:
+    rng = random.Random(seed)
+    sources = recopied(rng, 300) if seed % 2 else rng.sample(range(300), 300)
+    model = ModelPartition(entries=[(FLOW, s) for s in sources], progress=299)
+    index = ScanIndex.of(model.records())
+    for u in range(0, 305):
+        got = translate_scanned(u, index, model.progress)
+        assert got is not None
+        unread = [i for i, s in enumerate(sources) if s >= u]
+        # Every record the group had not consumed is at or after the answer...
+        assert all(i >= got.downstream_offset for i in unread), (seed, u)
+        # ...and the answer is the first such record (or the end when there is none).
+        assert got.downstream_offset == (unread[0] if unread else len(sources)), (seed, u)
+        assert got.status == (Status.AHEAD if u > 300 else Status.SCANNED)
+
+
+def test_the_binary_search_can_skip_records_when_the_order_breaks() -> None:
+    """Why the order is checked: swapped runs (50..99 before 0..49) make the exact search land on
+    30 in the second run and skip 50..99, which the group has not read; the scan does not."""
+    model = ModelPartition(entries=[(FLOW, s) for s in [*range(50, 100), *range(50)]], progress=99)
+    searched = translate_exact(30, model.view(syncs=[]), model.probe)
+    assert searched is not None and searched.downstream_offset == 80
+    assert translate_scanned(30, ScanIndex.of(model.records()), 99) == Translation(30, 0, Status.SCANNED)
 
 
 def test_translate_back_names_the_upstream_offset_of_the_first_unread_record() -> None:

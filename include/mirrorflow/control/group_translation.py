@@ -65,23 +65,38 @@ def relevant_group_offsets(
 def translate_offsets(translator: Translator, offsets: Mapping[str, GroupOffsets]) -> list[TranslatedOffset]:
     """Every group partition translated, in (group, topic, partition) order."""
     translator.prepare(tp for group_offsets in offsets.values() for tp in group_offsets)
-    out = []
-    for group in sorted(offsets):
-        for (topic, partition), committed in sorted(offsets[group].items()):
-            translation = translator.translate(topic, partition, committed.offset)
-            route = translator.route(topic)
-            out.append(
-                TranslatedOffset(
-                    group,
-                    topic,
-                    partition,
-                    route.target_topic if route else None,
-                    committed,
-                    translation,
-                    None if translation else translator.reasons.get((topic, partition)),
-                )
-            )
+    out = [
+        _translated(translator, group, topic, partition, committed)
+        for group in sorted(offsets)
+        for (topic, partition), committed in sorted(offsets[group].items())
+    ]
+    # A partition found out of source order by a later group is translated again for the
+    # groups that came before (see Translator.stale).
+    stale = translator.stale()
+    if stale:
+        out = [
+            _translated(translator, row.group, row.topic, row.partition, row.committed)
+            if (row.topic, row.partition) in stale
+            else row
+            for row in out
+        ]
     return out
+
+
+def _translated(
+    translator: Translator, group: str, topic: str, partition: int, committed: Committed
+) -> TranslatedOffset:
+    translation = translator.translate(topic, partition, committed.offset)
+    route = translator.route(topic)
+    return TranslatedOffset(
+        group,
+        topic,
+        partition,
+        route.target_topic if route else None,
+        committed,
+        translation,
+        None if translation else translator.reasons.get((topic, partition)),
+    )
 
 
 def by_group(rows: Iterable[TranslatedOffset]) -> dict[str, list[TranslatedOffset]]:

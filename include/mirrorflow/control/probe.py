@@ -9,13 +9,18 @@ offset interval it covers, so later probes inside a covered interval are answere
 Aborted records and transaction markers are invisible to the consumer, and records of other
 writers (aggregation, identity active/active) are read but never match, so covered intervals
 hold no flow record other than the ones kept.
+
+Every flow record kept is compared with its neighbours in target order: a source offset that
+does not rise (a re-copy, a mixed incarnation) is remembered, so the translation can tell that
+the order it searches by does not hold there (see translate.py).
 """
 
 from __future__ import annotations
 
 import time
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,12 +60,17 @@ class Origin:
 
 @dataclass
 class _Covered:
-    """Intervals [a, b) of one partition already read, and the flow records found in them."""
+    """Intervals [a, b) of one partition already read, and the flow records found in them.
+
+    `inverted_at`: the highest target offset of a flow record known to be followed, later in
+    the partition, by one whose source offset is not higher (-1: none seen).
+    """
 
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    source_offsets: list[int] = field(default_factory=list)
+    offsets: array = field(default_factory=lambda: array("q"))
+    source_offsets: array = field(default_factory=lambda: array("q"))
+    inverted_at: int = -1
 
     def interval_at(self, offset: int) -> int | None:
         i = bisect_right(self.starts, offset) - 1
@@ -84,12 +94,20 @@ class _Covered:
     def add(self, start: int, end: int, records: list[FlowRecord]) -> None:
         """Record that [start, end) was read; it never overlaps a known interval."""
         i = bisect_left(self.offsets, start)
-        self.offsets[i:i] = [r.offset for r in records]
-        self.source_offsets[i:i] = [r.source_offset for r in records]
+        self.offsets[i:i] = array("q", (r.offset for r in records))
+        self.source_offsets[i:i] = array("q", (r.source_offset for r in records))
+        self._check_order(max(0, i - 1), min(len(self.offsets), i + len(records) + 1))
         j = bisect_left(self.starts, start)
         self.starts.insert(j, start)
         self.ends.insert(j, end)
         self._merge_around(j)
+
+    def _check_order(self, first: int, stop: int) -> None:
+        """Note any adjacent pair among the kept records [first, stop) whose source offsets do not rise."""
+        sources = self.source_offsets
+        for k in range(first + 1, stop):
+            if sources[k] <= sources[k - 1]:
+                self.inverted_at = max(self.inverted_at, self.offsets[k - 1])
 
     def _merge_around(self, j: int) -> None:
         if j + 1 < len(self.starts) and self.ends[j] == self.starts[j + 1]:
@@ -159,6 +177,50 @@ class Prober:
             read_end, records = self._read(topic, partition, origin, start, stop)
             covered.add(start, read_end, records)
         return None
+
+    def inverted_at(self, topic: str, partition: int, origin: Origin) -> int:
+        """Highest target offset of a flow record read so far that a later one does not rise
+        above in source offset; -1 if every record read so far was in order."""
+        covered = self._covered.get((topic, partition, origin))
+        return -1 if covered is None else covered.inverted_at
+
+    def scan(self, topic: str, partition: int, origin: Origin, start: int, end: int) -> Iterator[FlowRecord]:
+        """Every flow record in [start, end), in target order: one sequential read, nothing kept."""
+        if start >= end:
+            return
+        self.fetches += 1
+        consumer = self._consumer or Consumer(self._config)
+        self._consumer = consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
+        last = start - 1
+        deadline = time.monotonic() + PROBE_TIMEOUT_S
+        while last + 1 < end:
+            batch = consumer.consume(BATCH, timeout=POLL_S)
+            if not batch:
+                if time.monotonic() > deadline:
+                    raise KafkaCallError(
+                        f"{topic}-{partition} returned nothing for {PROBE_TIMEOUT_S:.0f}s at offset {last + 1} "
+                        f"(reading it through to {end}); is the cluster reachable?"
+                    )
+                continue
+            deadline = time.monotonic() + PROBE_TIMEOUT_S
+            for message in batch:
+                error = message.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    if message.partition() == partition and message.offset() > last:
+                        return  # nothing visible between the last record and the end
+                    continue
+                offset = message.offset()
+                if offset < start or message.topic() != topic or message.partition() != partition:
+                    continue
+                if offset >= end:
+                    return
+                last = offset
+                source_offset = origin.owns(message)
+                if source_offset is not None:
+                    yield FlowRecord(offset, source_offset)
 
     def copied_by(self, topic: str, partition: int, origin: Origin, offset: int, end: int) -> bool | None:
         """Whether the first record at or after `offset` (before `end`) was copied by `origin`'s

@@ -14,6 +14,13 @@ mirrorflow knows more:
   sorted by source offset in each target partition, so reading one record ("a probe") tells on
   which side of `u` a target offset lies.
 
+That order is checked, not assumed. An at-least-once re-copy (a run died after writing records
+but before recording progress), or a source topic recreated without a floor, leaves the same
+source offsets twice in a target partition. The sync index notes a re-copy (an upstream offset
+going back while the downstream one goes on) and every record a probe reads is compared with its
+neighbours; where the order breaks, the binary search is not trusted and `translate_scanned`
+answers from one sequential read of the partition (Status.SCANNED).
+
 Two consecutive syncs cannot say whether they are the two ends of one run or the end and start
 of two runs (or whether syncs between them were compacted away), so the answer is confirmed by
 probes: first at the offset the run rule predicts (one probe when it holds), then by binary
@@ -25,6 +32,7 @@ partition (aggregation, identity active/active) are not flow records; the probe 
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,6 +52,11 @@ class Status(StrEnum):
     """MirrorMaker 2 copied these records (no provenance headers): MM2's own rule on MM2's
     offset-syncs, what MM2's checkpoints would say or better; re-delivers the records between
     MM2's nearest sync and the group's offset (about offset.lag.max at most), never skips."""
+    SCANNED = "scanned"
+    """The flow's records in this partition are not in source-offset order (an at-least-once
+    re-copy wrote some twice, or two incarnations mixed): the first of them, in target order,
+    at or after the group's position, found by reading the partition once. Nothing is skipped;
+    records the target holds twice may be read twice, as any consumer of the target reads them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +94,16 @@ class SyncIndex:
     A sync whose upstream or downstream offset goes backwards starts the partition over: the
     source topic was recreated (MM2's OffsetSyncStore does the same on an upstream rewind) or
     the remote topic was. A repeated upstream offset replaces the earlier sync.
+
+    An upstream offset that goes back (or repeats) while the downstream one goes on means the
+    records from there were written to the target a second time: `recopied_at` keeps where.
+    A downstream rewind forgets it, since the records before it are gone with the old topic.
     """
 
     _ups: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _downs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _frozen: dict[tuple[str, int], SyncRun] = field(default_factory=dict)
+    _recopied: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, syncs: Iterable[OffsetSync]) -> SyncIndex:
@@ -100,6 +118,10 @@ class SyncIndex:
         ups = self._ups.setdefault(key, [])
         downs = self._downs.setdefault(key, [])
         up, down = sync.upstream_offset, sync.downstream_offset
+        if ups and down < downs[-1]:
+            self._recopied.pop(key, None)
+        elif ups and up <= ups[-1] and down > downs[-1]:
+            self._recopied[key] = down
         if ups and (up < ups[-1] or down < downs[-1]):
             ups.clear()
             downs.clear()
@@ -111,6 +133,10 @@ class SyncIndex:
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._ups)
+
+    def recopied_at(self, topic: str, partition: int) -> int | None:
+        """Downstream offset of the latest re-copy of this partition's records, if syncs show one."""
+        return self._recopied.get((topic, partition))
 
     def run(self, topic: str, partition: int) -> SyncRun:
         key = (topic, partition)
@@ -189,6 +215,47 @@ def translate_exact(u: int, view: PartitionView, probe: Probe) -> Translation | 
     if u > replicated_end:
         return Translation(u, low, Status.AHEAD, unreplicated=u - replicated_end)
     return Translation(u, low, Status.EXACT)
+
+
+@dataclass(frozen=True)
+class ScanIndex:
+    """One sequential read of a partition's flow records, kept as the running maximum of their
+    source offsets in target order: only where it rises (array pairs, 16 bytes each), which is
+    all that "first record at or after u" needs. Built by `of`; `last` is the last flow record."""
+
+    at: array
+    peak: array
+    last: FlowRecord | None
+
+    @classmethod
+    def of(cls, records: Iterable[FlowRecord]) -> ScanIndex:
+        at, peak = array("q"), array("q")
+        last = None
+        for record in records:
+            if not peak or record.source_offset > peak[-1]:
+                at.append(record.offset)
+                peak.append(record.source_offset)
+            last = record
+        return cls(at, peak, last)
+
+
+def translate_scanned(u: int, index: ScanIndex, progress: int | None) -> Translation | None:
+    """The first flow record, in target order, whose source offset is >= `u`.
+
+    Right whatever the order: every flow record before it has a source offset below `u`, so a
+    consumer that starts there skips nothing the group had not consumed.
+    """
+    i = bisect_left(index.peak, u)
+    if i < len(index.peak):
+        return Translation(u, index.at[i], Status.SCANNED)
+    if index.last is None:
+        return None
+    replicated_end = index.peak[-1] + 1
+    if progress is not None:
+        replicated_end = max(replicated_end, progress + 1)
+    if u > replicated_end:
+        return Translation(u, index.last.offset + 1, Status.AHEAD, unreplicated=u - replicated_end)
+    return Translation(u, index.last.offset + 1, Status.SCANNED)
 
 
 def translate_mm2_rule(u: int, view: PartitionView) -> Translation | None:

@@ -8,7 +8,9 @@ for the pass (probe.py), so many groups on one partition cost little more than o
 Two kinds of topics translate:
 - forward: topics the flow replicates (`orders` on X is `X.orders` on Y), through the dense
   syncs and the provenance headers of this flow's records on Y (translate.translate_exact), or
-  MM2's rule when the flow writes no provenance headers;
+  MM2's rule when the flow writes no provenance headers; where this flow's records on Y turn
+  out not to be in source order (an at-least-once re-copy), from one read of the partition
+  (translate.translate_scanned);
 - backward: topics on X that came from Y through the reverse flow Y->X (`Y.orders` on X is
   `orders` on Y; MM2 names the checkpoint this way but has no syncs to translate it). The first
   record of Y->X at or after the group's offset names its offset on Y (translate.translate_back).
@@ -32,6 +34,7 @@ from mirrorflow.control.syncs import flow_sync_index
 from mirrorflow.control.translate import (
     FlowRecord,
     PartitionView,
+    ScanIndex,
     Status,
     SyncRun,
     Translation,
@@ -39,6 +42,7 @@ from mirrorflow.control.translate import (
     translate_exact,
     translate_mm2_copy,
     translate_mm2_rule,
+    translate_scanned,
 )
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client, list_offsets, topic_ids
 from mirrorflow.policy import checkpoint_topic, should_replicate_topic
@@ -101,6 +105,8 @@ class Translator:
         self._prepared: set[tuple[str, int]] = set()
         self._cache: dict[tuple[str, int, int], Translation | None] = {}
         self._routes: dict[str, Route | None] = {}
+        self._scans: dict[tuple[str, int], ScanIndex] = {}
+        self._searched: dict[tuple[str, int], list[int]] = {}
         self.reasons: dict[tuple[str, int], str] = {}
 
     def close(self) -> None:
@@ -218,18 +224,45 @@ class Translator:
                 )
                 return None
         else:
-            prober = self._target_prober
-
-            def probe(at: int, limit: int) -> FlowRecord | None:
-                return prober.first(remote, partition, origin, at, limit, end=view.end)
-
-            result = translate_exact(offset, view, probe)
+            result = self._by_provenance(topic, partition, remote, origin, offset, view)
         if result is None:
             self.reasons[(topic, partition)] = (
                 f"nothing of {topic}-{partition} has been replicated to {self.flow.target} by {self.flow.name}"
                 + ("" if len(view.syncs) else " (and it has no offset-syncs)")
             )
         return result
+
+    def _by_provenance(
+        self, topic: str, partition: int, remote: str, origin: Origin, offset: int, view: PartitionView
+    ) -> Translation | None:
+        """The exact search, unless this partition's records are known, or turn out, not to be in
+        source order: then the answer comes from one sequential read of the partition."""
+        key = (topic, partition)
+        recopied = self.syncs.recopied_at(topic, partition)
+        if key not in self._scans and (recopied is None or recopied <= view.start):
+            prober = self._target_prober
+
+            def probe(at: int, limit: int) -> FlowRecord | None:
+                return prober.first(remote, partition, origin, at, limit, end=view.end)
+
+            result = translate_exact(offset, view, probe)
+            if prober.inverted_at(remote, partition, origin) < view.start:
+                self._searched.setdefault(key, []).append(offset)
+                return result
+        if key not in self._scans:
+            records = self._target_prober.scan(remote, partition, origin, view.start, view.end)
+            self._scans[key] = ScanIndex.of(records)
+        return translate_scanned(offset, self._scans[key], view.progress)
+
+    def stale(self) -> set[tuple[str, int]]:
+        """Partitions translated by the exact search before a later translation of the same pass
+        found their records out of order; their cached answers are dropped, so translating
+        those offsets again gives the scanned answer."""
+        found = {key for key in self._searched if key in self._scans}
+        for topic, partition in found:
+            for offset in self._searched.pop((topic, partition)):
+                self._cache.pop((topic, partition, offset), None)
+        return found
 
     def _copied_by_mm2(
         self, remote: str, partition: int, origin: Origin, view: PartitionView, offset: int

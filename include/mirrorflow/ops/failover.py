@@ -162,6 +162,12 @@ def _live_rows(
             )
         elif t.translation.status == Status.MM2_PRECISE:
             note = "provenance headers are off for this flow: MM2's rule, may re-deliver a few records"
+        elif t.translation.status == Status.SCANNED:
+            note = (
+                f"{flow.name}'s records in this partition are out of source order (an at-least-once re-copy "
+                "wrote some twice): placed at the first one at or after the group's position, found by reading "
+                "the partition; nothing skipped, records held twice may be read twice"
+            )
         elif t.translation.status == Status.MM2:
             note = (
                 f"copied by MirrorMaker 2 (no provenance headers): MM2's translation on its offset-syncs, "
@@ -358,6 +364,13 @@ def failover(
     if ahead:
         result.warnings.append(
             f"{ahead} partition(s) were read on {source} further than {flow.name} has copied (status ahead)"
+        )
+    scanned = sum(1 for r in result.rows if r.status == Status.SCANNED.value)
+    if scanned:
+        result.warnings.append(
+            f"{scanned} partition(s) hold {flow.name}'s records out of source order (an at-least-once re-copy): "
+            "placed by reading them through, so nothing is skipped but records held twice may be read twice "
+            "(status scanned)"
         )
     by_mm2 = sum(1 for r in result.rows if r.status == Status.MM2.value)
     if by_mm2:
