@@ -269,27 +269,10 @@ def test_untranslatable_jaas_is_an_error(jaas: str, message: str) -> None:
     assert "topsecret" not in str(info.value)
 
 
-def test_jks_stores_are_explained() -> None:
-    config = load_config(
-        TWO + "B.ssl.truststore.location = /etc/kafka/truststore.jks\nB.ssl.truststore.password = changeit\n"
-        "B.ssl.keystore.location = /etc/kafka/keystore.jks\nB.ssl.keystore.password = changeit\n"
-        "B.ssl.key.password = changeit\n",
-        env={},
-    )
-    client = config.flow("A", "B").target_producer_config()
-    assert not any(key.startswith(("ssl.truststore", "ssl.keystore", "ssl.key.")) for key in client)
-    by_key = {p.key: p for p in config.warnings}
-    truststore = by_key["B.ssl.truststore.location"]
-    assert "librdkafka cannot read JKS trust stores" in truststore.message
-    assert "keytool -exportcert -rfc" in truststore.fix
-    assert "B.ssl.ca.location" in truststore.fix
-    keystore = by_key["B.ssl.keystore.location"]
-    assert "PKCS12" in keystore.fix
-
-
 def test_pkcs12_keystore_needs_its_password() -> None:
-    with pytest.raises(ConfigError, match="PKCS12 key store password"):
+    with pytest.raises(ConfigError, match="PKCS12 key store /k.p12 needs its password") as info:
         _flow("B.ssl.keystore.type = PKCS12\nB.ssl.keystore.location = /k.p12\n")
+    assert [p.key for p in info.value.problems if p.is_error] == ["B.ssl.keystore.password"]
 
 
 def test_airflow_connection_extra_merges_over_file_settings() -> None:
@@ -419,7 +402,10 @@ def test_translated_tls_and_sasl_configs_build_real_librdkafka_clients(tmp_path:
     assert consumer["ssl.ca.location"] == str(paths["ca"])
     assert consumer["sasl.password"] == "s3cret"
     if store == "p12":
-        assert consumer["ssl.keystore.location"] == str(paths["p12"])
+        # Read here and handed over in memory: no file for librdkafka, no password either.
+        assert consumer["ssl.certificate.pem"] == paths["ca"].read_text()
+        assert consumer["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY-----")
+        assert not any(key.startswith("ssl.keystore") for key in consumer)
     else:
         assert consumer["ssl.certificate.location"] == consumer["ssl.key.location"] == str(paths["pem"])
     _build_clients({**consumer, **producer})

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import pkcs12
+from cryptography.x509.oid import NameOID
 
-from mirrorflow.config import load_config
+from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.policy import (
     IdentityReplicationPolicy,
     LegacyReplicationPolicy,
@@ -36,6 +42,44 @@ REQUIRED = [
 ]
 
 
+# Where the examples keep their TLS material; mirrorflow reads the stores when it loads a config.
+SECRETS_DIR = "/etc/kafka/secrets/"
+
+
+def _write_example_secrets(directory: Path) -> None:
+    """The CA bundle and PKCS12 key stores bidirectional-tls.properties names, with ENV's passwords."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mirror")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    (directory / "ca-bundle.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    for dc in ("dc1", "dc2"):
+        password = ENV[f"{dc.upper()}_KEYSTORE_PASSWORD"].encode()
+        (directory / f"mirror-{dc}.p12").write_bytes(
+            pkcs12.serialize_key_and_certificates(
+                b"mirror", key, cert, None, serialization.BestAvailableEncryption(password)
+            )
+        )
+
+
+def _load_example(path: Path, secrets: Path) -> MirrorConfig:
+    """The example as written, its key and trust stores looked for in `secrets`."""
+    text = path.read_text()
+    if SECRETS_DIR not in text:
+        return load_config(path, env=ENV)
+    _write_example_secrets(secrets)
+    return load_config(text.replace(SECRETS_DIR, f"{secrets}/"), env=ENV)
+
+
 def test_required_examples_exist() -> None:
     for name in REQUIRED:
         assert (CONFIG_DIR / name).is_file(), name
@@ -44,8 +88,8 @@ def test_required_examples_exist() -> None:
 @pytest.mark.parametrize(
     "path", sorted(CONFIG_DIR.rglob("*.properties")), ids=lambda p: str(p.relative_to(CONFIG_DIR))
 )
-def test_every_example_loads_and_builds_clients(path: Path) -> None:
-    config = load_config(path, env=ENV)
+def test_every_example_loads_and_builds_clients(path: Path, tmp_path: Path) -> None:
+    config = _load_example(path, tmp_path)
     assert config.replication_flows
     for flow in config.flows:
         for method in (
@@ -101,14 +145,17 @@ def test_aggregation() -> None:
     assert config.flow("eu", "central").replicate_schedule == "@hourly"
 
 
-def test_bidirectional_tls() -> None:
-    config = load_config(CONFIG_DIR / "examples/bidirectional-tls.properties", env=ENV)
+def test_bidirectional_tls(tmp_path: Path) -> None:
+    config = _load_example(CONFIG_DIR / "examples/bidirectional-tls.properties", tmp_path)
     consumer = config.flow("dc1", "dc2").source_consumer_config()
     producer = config.flow("dc1", "dc2").target_producer_config()
     assert consumer["security.protocol"] == "SSL"
-    assert consumer["ssl.ca.location"] == "/etc/kafka/secrets/ca-bundle.pem"
-    assert consumer["ssl.keystore.password"] == "dc1-pass"
-    assert producer["ssl.keystore.location"] == "/etc/kafka/secrets/mirror-dc2.p12"
+    assert consumer["ssl.ca.location"] == f"{tmp_path}/ca-bundle.pem"
+    # Each cluster's PKCS12 key store, opened with its own password, reaches librdkafka as PEM.
+    assert consumer["ssl.certificate.pem"] == (tmp_path / "ca-bundle.pem").read_text()
+    assert consumer["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY-----")
+    assert producer["ssl.key.pem"].startswith("-----BEGIN PRIVATE KEY-----")
+    assert not any(key.startswith("ssl.keystore") for key in {**consumer, **producer})
     assert producer["compression.type"] == "zstd"
     assert config.warnings == ()
 

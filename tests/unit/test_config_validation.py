@@ -169,6 +169,12 @@ def test_three_cluster_identity_cycle() -> None:
             "topics.exclude",
         ),
         ("A.airflow.connection.id = ", "A.airflow.connection.id", "connection id is empty", "type kafka"),
+        (
+            "A.ssl.truststore.location = /missing/ts.jks",
+            "A.ssl.truststore.location",
+            "cannot read /missing/ts.jks",
+            "check the path",
+        ),
     ],
 )
 def test_invalid_values(line: str, key: str, message: str, fix: str) -> None:
@@ -232,7 +238,6 @@ def test_valid_schedules() -> None:
             "A.consumer.key.deserializer",
             "remove it",
         ),
-        ("A.ssl.truststore.location = /ts.jks", "A.ssl.truststore.location", "ssl.ca.location"),
         ("A.mirrorflow.delivery = at-least-once", "A.mirrorflow.delivery", "A->B.mirrorflow.delivery"),
         ("clusters = A, B", "clusters", "keep a single clusters line"),
     ],

@@ -16,13 +16,32 @@ ConnectionExtra = Callable[[str], Mapping[str, object]]
 
 # Settings a role must keep whatever the connection says (MM2 forces them too).
 _FORCED = {"consumer": {"enable.auto.commit": "false"}}
+# librdkafka takes the CA, and the client certificate and key, as files or as PEM strings, and
+# loads both when both are set (the string last, so it would win). A connection that gives one
+# form replaces the file's settings of either form, e.g. the ssl.ca.pem a JKS trust store became.
+_CA = frozenset({"ssl.ca.location", "ssl.ca.pem"})
+_CLIENT_CERTIFICATE = frozenset(
+    {
+        "ssl.certificate.location",
+        "ssl.certificate.pem",
+        "ssl.key.location",
+        "ssl.key.pem",
+        "ssl.keystore.location",
+    }
+)
+_ALTERNATIVES = (
+    (_CA, _CA),
+    (_CLIENT_CERTIFICATE, _CLIENT_CERTIFICATE | {"ssl.key.password", "ssl.keystore.password"}),
+)
 
 
 def merge_connection_extra(
     client_config: Mapping[str, object], extra: Mapping[str, object], kind: str
 ) -> dict[str, object]:
     """File settings < connection extra; `kind` (consumer/producer/admin) keeps its forced settings."""
-    merged = {**client_config, **extra}
+    replaced = {key for given, group in _ALTERNATIVES if given & extra.keys() for key in group}
+    merged = {key: value for key, value in client_config.items() if key not in replaced}
+    merged.update(extra)
     merged.update(_FORCED.get(kind, {}))
     return merged
 

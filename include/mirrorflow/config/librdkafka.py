@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from mirrorflow.config import keystores
 from mirrorflow.config.problems import Problem, error, warning
 from mirrorflow.config.providers import Setting
 from mirrorflow.config.values import parse_list
@@ -52,12 +53,13 @@ CONVERTED = {
         "PLAIN/SCRAM username+password; Kerberos keyTab+principal; OAuth clientId/clientSecret/scope (OIDC)",
     ),
     "ssl.truststore.location": (
-        "ssl.ca.location",
-        "PEM trust stores only; JKS/PKCS12 must be exported to PEM",
+        "ssl.ca.pem or ssl.ca.location",
+        "JKS and PKCS12 read with ssl.truststore.password, their certificates handed over in memory; PEM kept as a file",
     ),
     "ssl.keystore.location": (
-        "ssl.keystore.location or ssl.certificate.location + ssl.key.location",
-        "PKCS12 kept (with ssl.keystore.password); PEM split into certificate and key; JKS must be converted",
+        "ssl.certificate.pem + ssl.key.pem, or ssl.certificate.location + ssl.key.location",
+        "JKS and PKCS12 read with ssl.keystore.password (ssl.key.password for the key), the key and its chain "
+        "handed over in memory; PEM split into certificate and key",
     ),
 }
 
@@ -257,20 +259,30 @@ def _truststore(t: _Translation) -> None:
     t.consumed.add(key)
     if "ssl.ca.location" in t.settings:
         return
-    store_type = (t.value("ssl.truststore.type") or "JKS").upper()
+    store_type = _store_type(t, "ssl.truststore.type", location)
     if store_type == "PEM":
         t.out["ssl.ca.location"] = location
         return
-    t.problems.append(
-        warning(
-            t.origin(key),
-            f"librdkafka cannot read {store_type} trust stores, so {location} is not used "
-            "(librdkafka then trusts only the system CA certificates)",
-            f"export the CA as PEM (keytool -exportcert -rfc -keystore {location} -alias <ca-alias> -file ca.pem) and "
-            f"set {t.sibling(key, 'ssl.truststore.type')}=PEM and {t.origin(key)}=/path/ca.pem (MM2 reads PEM trust stores "
-            f"too), or add {t.sibling(key, 'ssl.ca.location')}=/path/ca.pem",
+    if store_type is None:
+        return
+    try:
+        store = keystores.read_store(
+            location, password=t.value("ssl.truststore.password"), decrypt_keys=False
         )
-    )
+    except keystores.StoreError as exc:
+        t.problems.append(_store_problem(t, key, "ssl.truststore.password", None, exc))
+        return
+    pem = store.trust_pem()
+    if not pem:
+        t.problems.append(
+            error(
+                t.origin(key),
+                f"the trust store {location} holds no certificates",
+                f"import the CA (keytool -importcert -keystore {location} -alias ca -file ca.pem)",
+            )
+        )
+        return
+    t.out["ssl.ca.pem"] = pem
 
 
 def _keystore(t: _Translation) -> None:
@@ -281,36 +293,119 @@ def _keystore(t: _Translation) -> None:
     t.consumed.add(key)
     if "ssl.certificate.location" in t.settings:
         return
-    declared = t.value("ssl.keystore.type")
-    store_type = (declared or ("PKCS12" if location.lower().endswith((".p12", ".pfx")) else "JKS")).upper()
-    if store_type == "PKCS12":
-        t.consumed.add("ssl.key.password")
-        password = t.value("ssl.keystore.password")
-        if not password:
-            t.problems.append(
-                error(
-                    t.origin(key),
-                    "librdkafka needs the PKCS12 key store password",
-                    f"set {t.sibling(key, 'ssl.keystore.password')}",
-                )
-            )
-            return
-        t.out["ssl.keystore.location"] = location
-        t.out["ssl.keystore.password"] = password
-    elif store_type == "PEM":
+    store_type = _store_type(t, "ssl.keystore.type", location)
+    if store_type == "PEM":
         t.out["ssl.certificate.location"] = location
         t.out["ssl.key.location"] = location
-    else:
-        t.consumed.add("ssl.key.password")
+        return
+    t.consumed.add("ssl.key.password")
+    if store_type is None:
+        return
+    password = t.value("ssl.keystore.password")
+    if password is None:
+        t.problems.append(
+            error(
+                t.sibling(key, "ssl.keystore.password"),
+                f"the {store_type} key store {location} needs its password (Kafka's clients refuse it "
+                "without one too)",
+                f"set {t.sibling(key, 'ssl.keystore.password')}",
+            )
+        )
+        return
+    try:
+        store = keystores.read_store(
+            location, password=password, key_password=t.value("ssl.key.password"), decrypt_keys=True
+        )
+    except keystores.StoreError as exc:
+        t.problems.append(_store_problem(t, key, "ssl.keystore.password", "ssl.key.password", exc))
+        return
+    if not store.keys:
+        t.problems.append(
+            error(
+                t.origin(key),
+                f"the key store {location} holds no private key, so there is no client certificate to present",
+                "import the client's key and certificate chain into it (keytool -importkeystore from a "
+                "PKCS12 file made with openssl pkcs12 -export), or point the key to the right store",
+            )
+        )
+        return
+    entry = store.keys[0]
+    if len(store.keys) > 1:
         t.problems.append(
             warning(
                 t.origin(key),
-                f"librdkafka cannot read {store_type} key stores, so no client certificate is presented",
-                f"convert it (keytool -importkeystore -srckeystore {location} -destkeystore client.p12 "
-                f"-deststoretype PKCS12) and set {t.sibling(key, 'ssl.keystore.type')}=PKCS12 with "
-                f"{t.origin(key)}=/path/client.p12 (MM2 reads PKCS12 too)",
+                f"the key store {location} holds {len(store.keys)} private keys; librdkafka presents one, "
+                f"so mirrorflow uses the first, {entry.alias!r}",
+                f"keep only the client's key in the store (keytool -delete -alias <other> -keystore {location})",
             )
         )
+    t.out["ssl.certificate.pem"] = entry.chain_pem()
+    t.out["ssl.key.pem"] = entry.key_pem()
+
+
+def _store_type(t: _Translation, type_key: str, location: str) -> str | None:
+    """PEM, JKS or PKCS12 (Java's default JKS; a .p12/.pfx file means PKCS12), None after an
+    error for a type mirrorflow cannot read."""
+    declared = t.value(type_key)
+    if declared is None:
+        return "PKCS12" if location.lower().endswith((".p12", ".pfx")) else "JKS"
+    store_type = declared.upper()
+    if store_type == "PEM" or store_type in keystores.STORE_TYPES:
+        return store_type
+    t.problems.append(
+        error(
+            t.origin(type_key),
+            f"mirrorflow reads JKS, PKCS12 and PEM stores, not {declared}",
+            f"convert the store (keytool -importkeystore -srckeystore {location} -srcstoretype {declared} "
+            f"-destkeystore store.p12 -deststoretype PKCS12), point the location to it and set {t.origin(type_key)}=PKCS12",
+        )
+    )
+    return None
+
+
+def _store_problem(
+    t: _Translation,
+    location_key: str,
+    password_key: str,
+    key_password_key: str | None,
+    exc: keystores.StoreError,
+) -> Problem:
+    """The error for a store that cannot be read, on the key the user has to change."""
+
+    def named(key: str) -> str:
+        return t.origin(key) if key in t.settings else t.sibling(location_key, key)
+
+    location = t.origin(location_key)
+    if exc.kind == "password":
+        return error(
+            named(password_key),
+            exc.message,
+            f"set {named(password_key)} to the password the store was written with, or point {location} "
+            "to the store that password belongs to",
+        )
+    if exc.kind == "no-password":
+        return error(named(password_key), exc.message, f"set {named(password_key)} to the store's password")
+    if exc.kind == "key-password" and key_password_key is not None:
+        used = key_password_key if key_password_key in t.settings else password_key
+        return error(
+            named(used),
+            exc.message,
+            f"set {named(key_password_key)} to the private key's password (keytool's -keypass; without it "
+            f"Kafka and mirrorflow try {named(password_key)})",
+        )
+    if exc.kind == "pem":
+        type_key = location_key.replace(".location", ".type")
+        return error(location, exc.message, f"set {named(type_key)}=PEM")
+    if exc.kind == "unreadable":
+        return error(
+            location, exc.message, "check the path, and that the user running mirrorflow may read it"
+        )
+    return error(
+        location,
+        exc.message,
+        "point it to a JKS or PKCS12 store, or convert the store with keytool -importkeystore "
+        "-deststoretype PKCS12",
+    )
 
 
 def parse_jaas(text: str) -> tuple[str, dict[str, str]] | None:
