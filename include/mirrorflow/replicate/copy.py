@@ -52,7 +52,7 @@ from mirrorflow.policy.provenance import (
 )
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter, SyncPoint
 from mirrorflow.replicate.plan import PartitionSpan
-from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record, read_progress_entries
+from mirrorflow.replicate.progress import ProgressReader, ProgressReadError, Stored, progress_record
 
 CONSUME_BATCH = 2000
 CONSUME_TIMEOUT_S = 0.1
@@ -178,8 +178,59 @@ def transactional_id(source: str, target: str, topic: str, partition: int) -> st
     return f"mirrorflow-{source}->{target}-{topic}-{partition}"
 
 
-def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
-    """Copy `span`, retrying transient failures; never raises (the error is in the result)."""
+class SharedClients:
+    """What one worker reuses across the partitions of its share: the progress reader (read
+    once, then kept up to date), the progress topic's partition count, and the producer of
+    source-side offset-syncs (idempotent, with no identity of its own; flushed at the end of
+    each partition, which counts its own unsent syncs). Each partition still gets its own
+    transactional producer, whose init_transactions fences that partition's older writers,
+    and its own source consumer."""
+
+    def __init__(self, job: CopyJob) -> None:
+        self.job = job
+        self.progress = ProgressReader(job.target_consumer, job.progress_topic, job.source)
+        self.progress_partitions: int | None = None
+        self._sync_producer: Producer | None = None
+        self._sync_watch: ClusterWatch | None = None
+
+    def sync_producer(self, watch: ClusterWatch) -> Producer | None:
+        job = self.job
+        if not job.offset_syncs_topic or job.offset_syncs_on_target:
+            return None
+        if self._sync_producer is None:
+            self._sync_watch = watch
+            self._sync_producer = Producer(
+                {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+            )
+        return self._sync_producer
+
+    def flush_syncs(self) -> int:
+        """Send the offset-syncs still queued; how many could not be sent."""
+        if self._sync_producer is None or self._sync_watch is None:
+            return 0
+        try:
+            return _flush(self._sync_producer, self._sync_watch)
+        except ClusterUnreachable:
+            return len(self._sync_producer)
+
+    def close(self) -> None:
+        self.flush_syncs()  # each unit flushed and counted its own; nothing is left here
+        self.progress.close()
+
+    def __enter__(self) -> SharedClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def copy_unit(job: CopyJob, span: PartitionSpan, shared: SharedClients | None = None) -> UnitResult:
+    """Copy `span`, retrying transient failures; never raises (the error is in the result).
+
+    `shared`: the worker's clients, when it copies more partitions than this one."""
+    if shared is None:
+        with SharedClients(job) as own:
+            return copy_unit(job, span, own)
     result = UnitResult(span.topic, span.partition, span.remote_topic, span.start, span.end)
     if span.lost:
         result.count_lost(span.start - span.lost, span.start)
@@ -190,7 +241,7 @@ def copy_unit(job: CopyJob, span: PartitionSpan) -> UnitResult:
         attempt += 1
         result.attempts = attempt
         try:
-            _copy_attempt(job, span, result, refusal)
+            _copy_attempt(job, span, result, refusal, shared)
             result.error = None
             break
         except RecordRefused as exc:
@@ -405,7 +456,9 @@ def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int
         time.sleep(0.1)
 
 
-def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal: _Refusal) -> None:
+def _copy_attempt(
+    job: CopyJob, span: PartitionSpan, result: UnitResult, refusal: _Refusal, shared: SharedClients
+) -> None:
     source_watch, target_watch = _watches(job)
     producer = _producer(job, span, target_watch)
     fence: Producer | None = None
@@ -421,14 +474,16 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
                 f"remote topic {span.remote_topic} has no partition {span.partition}; "
                 "the plan step grows remote partitions, so rerun it"
             )
-        progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
+        if shared.progress_partitions is None:
+            shared.progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
+        progress_partitions = shared.progress_partitions
         if job.exactly_once:
             _retrying(producer.init_transactions, target_watch, "init_transactions")
         else:
             fence = _fence(job, span, target_watch)
-        stored = read_progress_entries(
-            job.target_consumer, job.progress_topic, job.source, only=[(span.topic, span.partition)]
-        ).get((span.topic, span.partition))
+        # Settled after the fence: no older writer of this partition can commit any more.
+        shared.progress.settle([(span.topic, span.partition)])
+        stored = shared.progress.get(span.topic, span.partition)
         start = _resume_offset(span, stored)
         result.resumed_from = start
         result.progress = -1 if stored is None else stored.offset
@@ -457,10 +512,7 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
                     fence,
                 )
         else:
-            if job.offset_syncs_topic and not job.offset_syncs_on_target:
-                sync_producer = Producer(
-                    {**source_watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
-                )
+            sync_producer = shared.sync_producer(source_watch)
             consumer = Consumer(source_watch.config(source_consumer_config(job)))
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
             copy_started = time.monotonic()
@@ -487,10 +539,7 @@ def _copy_attempt(job: CopyJob, span: PartitionSpan, result: UnitResult, refusal
         if consumer is not None:
             consumer.close()
         if sync_producer is not None:
-            try:
-                result.offset_sync_errors += _flush(sync_producer, source_watch)
-            except ClusterUnreachable:
-                result.offset_sync_errors += len(sync_producer)
+            result.offset_sync_errors += shared.flush_syncs()
         if not succeeded:
             _abandon(job, span, producer, reachable=not target_gone)
             if fence is not None and not target_gone:

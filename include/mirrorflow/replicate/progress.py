@@ -9,6 +9,9 @@ transactions as the data, and a read_committed reader stops at the last stable o
 another partition's open transaction can hold below our latest committed record. So a read first
 notes the high watermark and then waits until the committed view has reached it; every record
 below it is then decided, and the latest committed value per key is the true one.
+
+A copy worker reads progress through one ProgressReader for its whole share of partitions, so a
+run reads each record of the topic once, however many partitions it copies.
 """
 
 from __future__ import annotations
@@ -108,86 +111,152 @@ def read_progress_entries(
     timeout_s: float = SETTLE_TIMEOUT_S,
 ) -> dict[tuple[str, int], Stored]:
     """read_progress with each offset's incarnation."""
-    consumer = Consumer(
-        {
-            **consumer_config,
-            "group.id": f"mirrorflow-progress-{source_alias}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    try:
-        metadata = consumer.list_topics(progress_topic, timeout=30).topics.get(progress_topic)
-        if metadata is None or metadata.error is not None:
-            if metadata is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                return {}
-            raise ProgressReadError(
-                f"cannot describe progress topic {progress_topic}: {metadata and metadata.error}"
-            )
-        count = len(metadata.partitions)
+    with ProgressReader(consumer_config, progress_topic, source_alias, timeout_s=timeout_s) as progress:
+        progress.settle(only)
+        return progress.entries(only)
+
+
+class ProgressReader:
+    """A source cluster's progress, read once and then kept up to date: the reader remembers
+    how far it has read each offsets-topic partition and only reads what was added since.
+
+    A copy worker holds one for its whole share of partitions. After fencing a partition it
+    calls `settle` for that partition, which costs one watermark request and the records
+    written since the last call, not a read of the topic from its start: a run's cost grows
+    with its partitions, not with their square. Partitions are assigned only while a settle
+    reads them, so an idle reader sends no fetches.
+    """
+
+    def __init__(
+        self,
+        consumer_config: Mapping[str, Any],
+        progress_topic: str,
+        source_alias: str,
+        *,
+        timeout_s: float = SETTLE_TIMEOUT_S,
+    ) -> None:
+        self.topic, self.source_alias, self.timeout_s = progress_topic, source_alias, timeout_s
+        self._config = consumer_config
+        self._consumer = Consumer(
+            {
+                **consumer_config,
+                "group.id": f"mirrorflow-progress-{source_alias}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                # Settling waits for the records a writer has just committed: a long-polling
+                # fetch would hold each settle for fetch.wait.max.ms (500 ms by default).
+                "fetch.wait.max.ms": 10,
+                "fetch.error.backoff.ms": 10,
+                "fetch.queue.backoff.ms": 10,
+            }
+        )
+        self._uncommitted: Consumer | None = None
+        self._count: int | None = None
+        self._next: dict[int, int] = {}  # assigned offsets partition -> next offset not yet seen
+        self._found: dict[tuple[str, int], Stored] = {}
+        self.records_read = 0
+
+    def close(self) -> None:
+        self._consumer.close()
+        if self._uncommitted is not None:
+            self._uncommitted.close()
+            self._uncommitted = None
+
+    def __enter__(self) -> ProgressReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def get(self, topic: str, partition: int) -> Stored | None:
+        return self._found.get((topic, partition))
+
+    def entries(self, only: Iterable[tuple[str, int]] | None = None) -> dict[tuple[str, int], Stored]:
+        """What the settled reads found (all of it, or that of `only`; callers filter further)."""
         if only is None:
-            partitions = sorted(metadata.partitions)
+            return dict(self._found)
+        return {where: self._found[where] for where in set(only) if where in self._found}
+
+    def settle(self, only: Iterable[tuple[str, int]] | None = None) -> None:
+        """Read until the committed view has passed the high watermark of this moment in every
+        offsets-topic partition that can hold `only`'s keys (all partitions when None): every
+        transaction open now (a live writer's, or a dead one's that fencing or
+        transaction.timeout.ms aborts) is then decided, so no newer committed progress hides
+        behind it."""
+        count = self._partition_count()
+        if not count:
+            return
+        if only is None:
+            partitions = set(range(count))
         else:
-            partitions = sorted(
-                {
-                    SourceOffsetKey(cluster=source_alias, topic=t, partition=p).offsets_partition(count)
-                    for t, p in only
-                }
-            )
+            partitions = {
+                SourceOffsetKey(cluster=self.source_alias, topic=t, partition=p).offsets_partition(count)
+                for t, p in only
+            }
         # The high watermark as a read_uncommitted reader sees it: a read_committed consumer's
         # watermark query answers with the last stable offset, which is exactly what an open
         # transaction holds back, and a read up to it would not wait at all.
-        uncommitted = reader(consumer_config, isolation="read_uncommitted")
-        try:
-            highs = {p: watermarks(uncommitted, progress_topic, p, timeout_s=30) for p in partitions}
-        finally:
-            uncommitted.close()
-        return _read_settled(consumer, progress_topic, highs, source_alias, timeout_s)
-    finally:
-        consumer.close()
+        if self._uncommitted is None:
+            self._uncommitted = reader(self._config, isolation="read_uncommitted")
+        marks = {p: watermarks(self._uncommitted, self.topic, p, timeout_s=30) for p in sorted(partitions)}
+        for p, (low, _) in marks.items():
+            self._next[p] = max(self._next.get(p, low), low)
+        targets = {p: high for p, (_, high) in marks.items() if high > self._next[p]}
+        if targets:
+            self._read_until(targets)
 
-
-def _read_settled(
-    consumer: Consumer,
-    topic: str,
-    watermarks_now: dict[int, tuple[int, int]],
-    source_alias: str,
-    timeout_s: float,
-) -> dict[tuple[str, int], Stored]:
-    """Read until the committed view has passed each partition's high watermark of the moment
-    the read began: every transaction open then (a live writer's, or a dead one's that its
-    fencing or transaction.timeout.ms aborts) is decided, so no newer committed progress hides
-    behind it."""
-    targets: dict[int, int] = {}
-    starts = []
-    for p, (low, high) in watermarks_now.items():
-        if high > low:
-            targets[p] = high
-            starts.append(TopicPartition(topic, p, low))
-    if not starts:
-        return {}
-    consumer.assign(starts)
-    found: dict[tuple[str, int], Stored] = {}
-    deadline = time.monotonic() + timeout_s
-    while targets:
-        if time.monotonic() > deadline:
+    def _partition_count(self) -> int:
+        if self._count:
+            return self._count
+        metadata = self._consumer.list_topics(self.topic, timeout=30).topics.get(self.topic)
+        if metadata is None or metadata.error is not None:
+            if metadata is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                return 0  # no progress yet; asked again next time
             raise ProgressReadError(
-                f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction for "
-                f"{timeout_s:.0f}s; a writer may be stuck (it is aborted after its transaction.timeout.ms)"
+                f"cannot describe progress topic {self.topic}: {metadata and metadata.error}"
             )
-        for message in consumer.consume(1000, timeout=POLL_S):
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    if message.offset() >= targets.get(message.partition(), 0):
-                        targets.pop(message.partition(), None)
-                    continue
-                raise KafkaException(error)
-            _apply(found, message.key(), message.value(), source_alias)
-            if message.offset() + 1 >= targets.get(message.partition(), 0):
-                targets.pop(message.partition(), None)
-    return found
+        self._count = len(metadata.partitions)
+        return self._count
+
+    def _read_until(self, targets: dict[int, int]) -> None:
+        topic, consumer = self.topic, self._consumer
+        # Assigned only while reading, from the first offset not seen yet: an idle reader sends
+        # no fetches, and a new assignment fetches at once (a resumed pause waits about 1 s).
+        assigned = [TopicPartition(topic, p, self._next[p]) for p in targets]
+        consumer.incremental_assign(assigned)
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while targets:
+                if time.monotonic() > deadline:
+                    raise ProgressReadError(
+                        f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction "
+                        f"for {self.timeout_s:.0f}s; a writer may be stuck (it is aborted after its "
+                        "transaction.timeout.ms)"
+                    )
+                # poll() returns with the first record; consume() would wait out its timeout
+                # unless it filled the whole batch.
+                first = consumer.poll(POLL_S)
+                batch = [] if first is None else [first, *consumer.consume(1000, timeout=0)]
+                for message in batch:
+                    partition = message.partition()
+                    error = message.error()
+                    if error is not None:
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            raise KafkaException(error)
+                        seen = message.offset()
+                    else:
+                        _apply(self._found, message.key(), message.value(), self.source_alias)
+                        self.records_read += 1
+                        seen = message.offset() + 1
+                    if partition not in self._next:
+                        continue
+                    if seen > self._next[partition]:
+                        self._next[partition] = seen
+                    if partition in targets and self._next[partition] >= targets[partition]:
+                        del targets[partition]
+        finally:
+            consumer.incremental_unassign(assigned)
 
 
 def _apply(

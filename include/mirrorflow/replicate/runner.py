@@ -17,7 +17,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import admin_client, list_offsets
 from mirrorflow.replicate import runs
-from mirrorflow.replicate.copy import CopyJob, UnitResult, copy_unit
+from mirrorflow.replicate.copy import CopyJob, SharedClients, UnitResult, copy_unit
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
@@ -45,24 +45,29 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
 
 
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
-    """One worker's share: its partitions one after another (never two writers per partition).
+    """One worker's share: its partitions one after another (never two writers per partition),
+    with the clients they can share (see SharedClients).
 
     Once a partition finds the source or the target unreachable, the rest are not tried (each
     would only wait out the same limit): they fail at once with the same cause."""
     results: list[UnitResult] = []
     gone: UnitResult | None = None
-    for span in spans:
-        if gone is not None:
-            results.append(
-                UnitResult.not_copied(
-                    span, f"not copied: {gone.error}", progress=span.progress, unreachable=gone.unreachable
+    with SharedClients(job) as shared:
+        for span in spans:
+            if gone is not None:
+                results.append(
+                    UnitResult.not_copied(
+                        span,
+                        f"not copied: {gone.error}",
+                        progress=span.progress,
+                        unreachable=gone.unreachable,
+                    )
                 )
-            )
-            continue
-        result = copy_unit(job, span)
-        results.append(result)
-        if result.unreachable:
-            gone = result
+                continue
+            result = copy_unit(job, span, shared)
+            results.append(result)
+            if result.unreachable:
+                gone = result
     return results
 
 

@@ -1,0 +1,74 @@
+"""The progress reader a copy worker keeps for its whole share: each settle sees every
+committed progress record written before it began, waits for transactions open at that moment,
+and reads only what was added since the last settle, never the topic from its start again."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from mirrorflow.replicate.progress import ProgressReader, progress_record
+
+from .kafkatools import create_topics
+
+PARTITIONS = 5
+
+
+def writer(bootstrap: str, name: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    producer.init_transactions(30)
+    return producer
+
+
+def commit(producer: Producer, topic: str, where: tuple[str, int], offset: int) -> None:
+    key, value, partition = progress_record("A", where[0], where[1], offset, PARTITIONS)
+    producer.begin_transaction()
+    producer.produce(topic, key=key, value=value, partition=partition)
+    producer.commit_transaction(30)
+
+
+def test_each_settle_reads_only_what_was_added_and_sees_all_of_it(shared_clusters, unique) -> None:
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    producer = writer(b.bootstrap, unique("w"))
+    units = [(f"t{i}", i % 3) for i in range(40)]
+    with ProgressReader({"bootstrap.servers": b.bootstrap}, topic, "A") as reader:
+        for round_ in range(3):
+            for n, unit in enumerate(units):
+                commit(producer, topic, unit, round_ * 100 + n)
+                reader.settle([unit])
+                assert reader.get(*unit).offset == round_ * 100 + n, (round_, unit)
+        # Every record was read once: 120 settles cost 120 records, not a re-read each time.
+        assert reader.records_read == 3 * len(units)
+        reader.settle()
+        assert {where: s.offset for where, s in reader.entries().items()} == {
+            unit: 200 + n for n, unit in enumerate(units)
+        }
+
+
+def test_a_settle_waits_for_a_transaction_open_when_it_began(shared_clusters, unique) -> None:
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, 1, {"cleanup.policy": "compact"}))
+    slow = writer(b.bootstrap, unique("slow"))
+    key, value, partition = progress_record("A", "t", 0, 41, 1)
+    slow.begin_transaction()
+    slow.produce(topic, key=key, value=value, partition=partition)
+    assert slow.flush(30) == 0  # on the log, not committed
+
+    def commit_later() -> None:
+        time.sleep(1.0)
+        slow.commit_transaction(30)
+
+    later = threading.Thread(target=commit_later)
+    with ProgressReader({"bootstrap.servers": b.bootstrap}, topic, "A") as reader:
+        later.start()
+        started = time.monotonic()
+        reader.settle([("t", 0)])
+        waited = time.monotonic() - started
+        later.join()
+    assert reader.get("t", 0).offset == 41
+    assert waited >= 0.5, "the settle returned before the open transaction was decided"
