@@ -12,7 +12,7 @@ from typing import Any
 
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.kafka import LIBRDKAFKA_LOG
+from mirrorflow.kafka import LIBRDKAFKA_LOG, UNREACHABLE_TIMEOUT_KEY, ClusterUnreachable, no_answer
 
 ClientConfig = dict[str, Any]
 
@@ -62,3 +62,33 @@ class FlowClients:
 
     def producer(self, side: str) -> ClientConfig:
         return self.source_producer if side == "source" else self.target_producer
+
+
+def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float | None = None) -> None:
+    """Raise ClusterUnreachable, naming the cluster, its role, its address and the setting to
+    check, if the source or the target does not answer a metadata request within `timeout_s`
+    (default: the flow's mirrorflow.cluster.unreachable.timeout.ms, which the error then names).
+
+    A run starts with this so that a cluster that is down fails it in seconds with one clear
+    error, instead of each later call waiting out its own timeout while librdkafka logs every
+    failed connection. Only the address is shown: it comes from the client config, never the
+    credentials next to it."""
+    wait_s = flow.cluster_unreachable_timeout_ms / 1000 if timeout_s is None else timeout_s
+    for side, alias in (("source", flow.source), ("target", flow.target)):
+        config = clients.admin(side)
+        why = no_answer(config, wait_s)
+        if why is None:
+            continue
+        conn_id = flow.airflow_connection_id(side)
+        address_key = f"{alias}.bootstrap.servers" + (
+            f" (or bootstrap.servers in Airflow connection {conn_id!r})" if conn_id else ""
+        )
+        raise ClusterUnreachable.not_answering(
+            alias,
+            f"{side} of {flow.name}",
+            str(config.get("bootstrap.servers", "(no bootstrap.servers)")),
+            wait_s,
+            why,
+            address_key=address_key,
+            wait_setting=UNREACHABLE_TIMEOUT_KEY if timeout_s is None else None,
+        )

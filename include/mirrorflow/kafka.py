@@ -83,16 +83,48 @@ class KafkaCallError(RuntimeError):
     """A Kafka call failed; the message names the cluster object and the broker's error."""
 
 
-class ClusterUnreachable(RuntimeError):
-    """Every broker of a cluster stayed unreachable for longer than the flow allows."""
+UNREACHABLE_TIMEOUT_KEY = "mirrorflow.cluster.unreachable.timeout.ms"
 
-    def __init__(self, alias: str, bootstrap: str, seconds: float, last_error: str) -> None:
+
+class ClusterUnreachable(RuntimeError):
+    """Every broker of a cluster stayed unreachable for longer than the flow allows.
+
+    One error naming the cluster, its address and what to check stands for what librdkafka would
+    otherwise say a thousand times (one failed connection per reconnect backoff); it is raised
+    when a cluster goes away mid-copy (ClusterWatch) and when a run starts against a cluster that
+    does not answer (`not_answering`, from mirrorflow.clients.check_reachable)."""
+
+    def __init__(
+        self, alias: str, bootstrap: str, seconds: float, last_error: str, *, message: str | None = None
+    ) -> None:
         super().__init__(
-            f"cluster {alias} ({bootstrap}) has been unreachable for {seconds:.0f}s: {last_error}; "
-            f"check that its brokers are up and reachable from here (the limit is "
-            f"mirrorflow.cluster.unreachable.timeout.ms)"
+            message
+            or f"cluster {alias} ({bootstrap}) has been unreachable for {seconds:.0f}s: {last_error}; "
+            f"check that its brokers are up and reachable from here (the limit is {UNREACHABLE_TIMEOUT_KEY})"
         )
         self.alias = alias
+
+    @classmethod
+    def not_answering(
+        cls,
+        alias: str,
+        role: str,
+        bootstrap: str,
+        seconds: float,
+        error: str,
+        *,
+        address_key: str,
+        wait_setting: str | None = UNREACHABLE_TIMEOUT_KEY,
+    ) -> ClusterUnreachable:
+        setting = f" ({wait_setting} sets the wait)" if wait_setting else ""
+        return cls(
+            alias,
+            bootstrap,
+            seconds,
+            error,
+            message=f"cluster {alias} ({role}) at {bootstrap} did not answer within {seconds:g}s ({error}); "
+            f"check {address_key} and that the cluster is up and reachable from here{setting}",
+        )
 
 
 # librdkafka's answers that say a cluster cannot be reached (all of its brokers down, a failed
@@ -140,6 +172,24 @@ class ClusterWatch:
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:
     return AdminClient(dict(config))
+
+
+def no_answer(config: Mapping[str, Any], timeout_s: float) -> str | None:
+    """Why the cluster of this client config does not answer a metadata request within
+    `timeout_s` (librdkafka's error name and text), or None when it answers."""
+    probe = {
+        **config,
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
+        # The probe's failed connections are its answer, said once by the caller, not a stream of
+        # librdkafka lines (one per reconnect backoff).
+        "log_level": 0,
+    }
+    try:
+        admin_client(probe).list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        return f"{error.name()}: {error.str()}" if isinstance(error, KafkaError) else str(exc)
+    return None
 
 
 def await_topics(admin: AdminClient, partitions: Mapping[str, int], *, timeout_s: float = TIMEOUT_S) -> None:

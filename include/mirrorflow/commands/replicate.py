@@ -30,7 +30,7 @@ from rich.table import Table
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
 from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
-from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
 from mirrorflow.replicate import runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
@@ -45,6 +45,7 @@ TOPIC_ROWS = 20  # topics with their own progress row; the total row always show
 
 UnitKey = tuple[str, int]
 _PLAN_ERRORS = (
+    ClusterUnreachable,
     KafkaException,
     KafkaCallError,
     InternalTopicError,
@@ -144,27 +145,6 @@ def _describe_kafka_error(exc: KafkaException) -> str:
     if isinstance(error, KafkaError):
         return f"{error.name()}: {error.str()}"
     return str(exc)
-
-
-def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float) -> None:
-    """Fail early, naming the cluster and its bootstrap servers, if either side does not answer.
-
-    Only the address is shown: it comes from the client config, never the credentials next to it.
-    """
-    for side, alias in (("source", flow.source), ("target", flow.target)):
-        config = clients.admin(side)
-        # librdkafka would also print every failed connection attempt to stderr; the error
-        # below says the same once.
-        admin = admin_client({**config, "log_level": 0})
-        try:
-            admin.list_topics(timeout=timeout_s)
-        except KafkaException as exc:
-            bootstrap = config.get("bootstrap.servers", "(no bootstrap.servers)")
-            raise click.ClickException(
-                f"cluster {alias} ({side} of {flow.name}) at {bootstrap} did not answer within "
-                f"{timeout_s:g}s ({_describe_kafka_error(exc)}); check {alias}.bootstrap.servers "
-                "and that the cluster is up and reachable from here"
-            ) from exc
 
 
 # -- progress while copying -----------------------------------------------------------------
@@ -347,6 +327,7 @@ def run_flow(
     until: int | None = None,
     topics: str | None = None,
     delivery: str | None = None,
+    connect_timeout_s: float | None = None,
 ) -> RunOutcome:
     """Plan, copy (up to `passes` times for what is left), store the reports and the summary."""
     planned = service.plan_run(
@@ -358,6 +339,7 @@ def run_flow(
         until=until,
         topics=topics,
         delivery=delivery,
+        connect_timeout_s=connect_timeout_s,
     )
     plan_offset = planned["plan_offset"]
     plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
@@ -527,7 +509,7 @@ def _execute(
     *,
     mode: str,
     passes: int,
-    connect_timeout: float,
+    connect_timeout: float | None,
     until: int | None = None,
     topics: str | None = None,
     delivery: str | None = None,
@@ -537,7 +519,6 @@ def _execute(
     source, target = flow_pair
     config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
     clients = _resolve_clients(err, flow)
-    check_reachable(flow, clients, connect_timeout)
     try:
         outcome = run_flow(
             console,
@@ -550,6 +531,7 @@ def _execute(
             until=until,
             topics=topics,
             delivery=delivery,
+            connect_timeout_s=connect_timeout,
         )
     except _PLAN_ERRORS as exc:
         message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
@@ -576,10 +558,10 @@ _DELIVERY_OPTION = click.option(
 _TIMEOUT_OPTION = click.option(
     "--connect-timeout",
     type=click.FloatRange(min=0.1),
-    default=15.0,
-    show_default=True,
+    default=None,
     metavar="SECONDS",
-    help="How long each cluster may take to answer before the run gives up.",
+    help="How long each cluster may take to answer before the run gives up "
+    "(default: mirrorflow.cluster.unreachable.timeout.ms, 15 s unless set).",
 )
 _CONFIG_ARGUMENT = click.argument(
     "config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path)
@@ -592,7 +574,7 @@ _CONFIG_ARGUMENT = click.argument(
 @_DELIVERY_OPTION
 @_TIMEOUT_OPTION
 def replicate_command(
-    config_file: Path, flow_pair: tuple[str, str], delivery: str | None, connect_timeout: float
+    config_file: Path, flow_pair: tuple[str, str], delivery: str | None, connect_timeout: float | None
 ) -> None:
     """One run of an enabled flow, as its replicate DAG would do it: plan, copy with local
     workers (at most tasks.max), store the report. Exits 1 if any partition failed."""
@@ -626,7 +608,7 @@ def migrate_command(
     topics: str | None,
     until: int | None,
     delivery: str | None,
-    connect_timeout: float,
+    connect_timeout: float | None,
 ) -> None:
     """Copy everything up to a point in time (any two clusters of the config): the end offsets are
     fixed when the run starts, unfinished partitions are retried, and the counts are shown per topic."""

@@ -118,9 +118,11 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "integer >= 1",
         15000,
         parse_positive,
-        "How long every broker of the source or the target may stay unreachable before a copy gives "
-        "up on that cluster: the run then ends with one error naming the cluster instead of waiting "
-        "out each partition's timeouts.",
+        "How long every broker of the source or the target may stay unreachable: a run (replicate, "
+        "migrate, the DAGs' plan task) whose cluster does not answer within it when it starts fails "
+        "with one error naming the cluster, its bootstrap servers and what to check, without Airflow "
+        "retries; a copy that loses a cluster for this long gives up on it instead of waiting out each "
+        "partition's timeouts.",
     ),
     MirrorflowKey(
         f"<alias>.{AIRFLOW_CONNECTION_KEY}",

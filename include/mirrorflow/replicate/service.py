@@ -12,7 +12,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from mirrorflow.clients import FlowClients
+from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
@@ -69,9 +69,13 @@ def plan_run(
     topics: str | None = None,
     delivery: str | None = None,
     connection_extra: ConnectionExtra | None = None,
+    connect_timeout_s: float | None = None,
 ) -> dict[str, Any]:
+    """Fix and store the plan. A source or target that does not answer within `connect_timeout_s`
+    (default: mirrorflow.cluster.unreachable.timeout.ms) raises ClusterUnreachable first."""
     flow = _flow(config, source, target, topics)
     clients = FlowClients.resolve(flow, connection_extra)
+    check_reachable(flow, clients, connect_timeout_s)
     outcome = make_plan(
         flow, clients, run_id=run_id, mode=mode, until_ms=parse_until(until), delivery=delivery
     )

@@ -1,0 +1,114 @@
+"""librdkafka's own log lines as a run's task sees them.
+
+Airflow's task supervisor logs whatever a task writes to stderr at ERROR, so a librdkafka line
+printed there raw (its default logger) shows as an error however harmless it is (issue 10:
+`%6|...|BGQUEUE|... Purging 1 unserved events` in every failover run). A cluster that is down
+makes librdkafka log a failed connection on every reconnect backoff (about 1,160 ERROR lines in
+one plan attempt). Both are checked on real clusters: lines go through Python logging at their
+syslog level, never to stderr, and a cluster that is down costs one error, not a flood.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import pytest
+
+from localkafka import LocalKafka
+from mirrorflow.kafka import ClusterUnreachable
+from mirrorflow.replicate.service import plan_run
+
+from ..conftest import Cluster
+from .kafkatools import create_topics, produce
+from .mirror_setup import mm2_text
+
+LOGGER = "mirrorflow.librdkafka"
+# librdkafka's default logger writes `%<syslog level>|<seconds>.<ms>|<facility>|...`.
+RAW_LINE = re.compile(r"^%\d\|\d+\.\d+\|.*$", re.MULTILINE)
+WAIT_MS = 2000
+
+
+def _librdkafka_lines(err: str, caplog: pytest.LogCaptureFixture) -> list[str]:
+    raw = RAW_LINE.findall(err)
+    logged = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    return raw + logged
+
+
+@pytest.mark.parametrize("down", ["source", "target"])
+def test_a_cluster_that_is_down_fails_the_plan_within_its_wait_with_one_error(
+    shared_clusters, local_kafka, tmp_path, caplog, capfd, unique, down
+) -> None:
+    a, b, _ = shared_clusters
+    stopped: LocalKafka = local_kafka()
+    stopped.stop()
+    clusters = {
+        "source": [Cluster("A", stopped.bootstrap), b],
+        "target": [a, Cluster("B", stopped.bootstrap)],
+    }
+    alias = "A" if down == "source" else "B"
+    topic = unique("orders")
+    create_topics(a.bootstrap, (topic, 1))
+    config = mm2_text(
+        clusters[down],
+        ["A->B"],
+        f"A->B.topics = {topic}\nmirrorflow.cluster.unreachable.timeout.ms = {WAIT_MS}\n"
+        f"{alias}.airflow.connection.id = kafka_{alias}\n",
+    )
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    capfd.readouterr()  # the test's own setup clients log the default way
+
+    started = time.monotonic()
+    with pytest.raises(ClusterUnreachable) as raised:
+        plan_run(config, "A", "B", run_id=unique("run"), connection_extra=lambda _conn_id: {})
+    took = time.monotonic() - started
+
+    # The wait is the configured one, not librdkafka's 60 s metadata timeout.
+    assert took < WAIT_MS / 1000 + 10, f"the plan took {took:.0f}s to give up"
+    message = str(raised.value)
+    assert f"cluster {alias} ({down} of A->B) at {stopped.bootstrap} did not answer within 2s" in message
+    assert (
+        f"check {alias}.bootstrap.servers (or bootstrap.servers in Airflow connection 'kafka_{alias}') "
+        "and that the cluster is up" in message
+    )
+    assert "mirrorflow.cluster.unreachable.timeout.ms sets the wait" in message
+    assert raised.value.alias == alias
+    out, err = capfd.readouterr()
+    lines = _librdkafka_lines(out + err, caplog)
+    assert len(lines) <= 3, lines[:10]
+
+
+def test_librdkafka_lines_go_to_python_logging_at_their_own_level_never_to_stderr(
+    shared_clusters, tmp_path, caplog, capfd, unique
+) -> None:
+    """librdkafka's debug lines, turned on the way a user would (`debug` in a cluster's Airflow
+    connection), are level 7: they must reach the log as DEBUG records, and nothing of librdkafka
+    may reach stderr, where Airflow would show it as ERROR."""
+    a, b, _ = shared_clusters
+    topic = unique("logged")
+    create_topics(a.bootstrap, (topic, 1))
+    produce(a.bootstrap, topic, [{"key": b"k", "value": b"v", "partition": 0}])
+    config = mm2_text(
+        [a, b],
+        ["A->B"],
+        f"A->B.topics = {topic}\nA.airflow.connection.id = debugging\nB.airflow.connection.id = debugging\n",
+    )
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    capfd.readouterr()  # the test's own setup clients log the default way
+
+    plan_run(
+        config,
+        "A",
+        "B",
+        run_id=unique("run"),
+        connection_extra=lambda _conn_id: {"debug": "broker,protocol"},
+    )
+
+    out, err = capfd.readouterr()
+    assert not RAW_LINE.findall(out + err), RAW_LINE.findall(out + err)[:5]
+    records = [r for r in caplog.records if r.name == LOGGER]
+    assert any(r.levelno == logging.DEBUG for r in records), "no librdkafka debug line reached Python logging"
+    # A run that succeeds has no librdkafka line at ERROR (a fresh cluster's "coordinator load in
+    # progress" is a WARNING, as librdkafka grades it).
+    assert not [r.getMessage() for r in records if r.levelno >= logging.ERROR]
