@@ -14,6 +14,7 @@ from mirrorflow.mm2.formats import Checkpoint
 from ..integration.kafkatools import create_topics, read_all
 from ..integration.mirror_setup import mm2_config, replicate_once
 from ..integration.test_failover_helpers import commit_at, committed, produce_numbered
+from .test_replicate_dag import librdkafka_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 SINGLE_BROKER = (
@@ -112,6 +113,7 @@ def test_checkpoint_group_sync_and_failover_dags_run(airflow_home, kafka_cluster
     }
     moved = airflow_home.dags_test("mirrorflow_failover", env=env, conf=conf)
     assert moved.succeeded, moved.log[-4000:]
+    assert not librdkafka_errors(moved.log)
     assert "failover A -> B (live)" in moved.log
     after = committed(b.bootstrap, "shop", partitions)
     assert after[("A.orders", 1)] == translated[("A.orders", 1)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -12,10 +13,14 @@ from mirrorflow.demo import SEED_TOPICS, seed
 from mirrorflow.replicate.runs import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce, read_all
+from ..integration.mirror_setup import mm2_text
 from .spark_standalone import start_standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = str(ROOT / "include" / "config" / "demo.properties")
+# librdkafka's default logger writes `%<syslog level>|<seconds>.<ms>|<facility>|...` to stderr,
+# which Airflow's task supervisor logs at ERROR whatever the level.
+RAW_LIBRDKAFKA_LINE = re.compile(r"%\d\|\d+\.\d+\|")
 
 
 def _env(primary, backup) -> dict[str, str]:
@@ -24,6 +29,16 @@ def _env(primary, backup) -> dict[str, str]:
         "MIRRORFLOW_DEMO_PRIMARY": primary.bootstrap,
         "MIRRORFLOW_DEMO_BACKUP": backup.bootstrap,
     }
+
+
+def librdkafka_errors(log: str) -> list[str]:
+    """librdkafka lines a task would show at ERROR: raw ones (Airflow's supervisor logs a task's
+    stderr at ERROR) and those logged through Python logging at ERROR."""
+    return [
+        line
+        for line in log.splitlines()
+        if RAW_LIBRDKAFKA_LINE.match(line) or ("[error" in line and "mirrorflow.librdkafka" in line)
+    ]
 
 
 def _summaries(backup) -> list[dict]:
@@ -39,6 +54,7 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     seed(primary.kafka)
     result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=_env(primary, backup))
     assert result.succeeded, result.log[-4000:]
+    assert not librdkafka_errors(result.log)
     for topic in SEED_TOPICS:
         for partition in range(topic.partitions):
             source = read_all(primary.bootstrap, topic.name, partition)
@@ -108,9 +124,43 @@ def test_migrate_dag_stops_exactly_at_the_requested_time(airflow_home, kafka_clu
     }
     result = airflow_home.dags_test("mirrorflow_migrate", env=_env(primary, backup), conf=conf)
     assert result.succeeded, result.log[-4000:]
+    assert not librdkafka_errors(result.log)
     copied = [r for p in range(3) for r in read_all(backup.bootstrap, f"primary.{events}", p)]
     assert sorted(int(r.value) for r in copied) == list(range(200))
     assert all(r.timestamp < cutoff for r in copied)
     summary = _summaries(backup)[-1]
     assert summary["mode"] == "migrate" and summary["topics"][events]["records"] == 200
     assert other not in summary["topics"]
+
+
+def test_a_stopped_target_fails_the_plan_in_seconds_with_one_error_and_report_upstream_failed(
+    airflow_home, kafka_clusters, tmp_path
+) -> None:
+    """Issue 10: the plan against a stopped target used to log ~1,160 librdkafka ERROR lines per
+    attempt, end in a raw KafkaException, take ~4 minutes with retries, and fail report with a
+    TypeError on the missing plan."""
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 2))
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_text([a, b], ["A->B"], "mirrorflow.cluster.unreachable.timeout.ms = 3000\n"))
+    env = {"MIRRORFLOW_CONFIG": str(config)}
+    b.kafka.stop()  # the worker's cluster B; the next test that takes it starts it again
+
+    started = time.monotonic()
+    result = airflow_home.dags_test("mirrorflow__A__B__replicate", env=env)
+    took = time.monotonic() - started
+
+    assert result.state == "failed", result.log[-4000:]
+    # 3 s of waiting in one attempt, plus Airflow's own start-up; retries 30 s apart would exceed it.
+    assert took < 45, f"the run took {took:.0f}s to fail"
+    states = airflow_home.task_states(result.dag_id, result.run_id, env=env)
+    assert states == {"plan": "failed", "copy": "upstream_failed", "report": "upstream_failed"}, states
+    assert f"cluster B (target of A->B) at {b.bootstrap} did not answer within 3s" in result.log
+    assert "check B.bootstrap.servers" in result.log
+    assert "KafkaException" not in result.log and "TypeError" not in result.log
+    librdkafka = [
+        line
+        for line in result.log.splitlines()
+        if RAW_LIBRDKAFKA_LINE.match(line) or "mirrorflow.librdkafka" in line
+    ]
+    assert len(librdkafka) <= 3, librdkafka[:10]

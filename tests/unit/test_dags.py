@@ -30,7 +30,7 @@ def test_replicate_dag_shape(dagbag: DagBag) -> None:
     assert {t.task_id for t in dag.tasks} == {"plan", "copy", "report"}
     assert dag.get_task("plan").downstream_task_ids == {"copy", "report"}
     assert dag.get_task("copy").downstream_task_ids == {"report"}
-    assert dag.get_task("report").trigger_rule == "all_done"
+    assert dag.get_task("report").trigger_rule == "all_done_min_one_success"
     assert dag.get_task("copy").retries == 2
     assert dag.schedule == "*/5 * * * *"
 

@@ -26,6 +26,7 @@ class DagRunResult:
     returncode: int
     state: str | None
     log: str
+    run_id: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -67,4 +68,16 @@ class AirflowHome:
         proc = subprocess.run(cmd, env=self.env(env), capture_output=True, text=True, timeout=timeout)
         log = proc.stdout + proc.stderr
         match = re.findall(r"DagRun Finished: dag_id=\S+.*?state=(\w+)", log)
-        return DagRunResult(dag_id, proc.returncode, match[-1] if match else None, log)
+        run_ids = re.findall(r"DagRun Finished: dag_id=\S+.*?run_id=([^,\s]+)", log)
+        return DagRunResult(
+            dag_id, proc.returncode, match[-1] if match else None, log, run_ids[-1] if run_ids else None
+        )
+
+    def task_states(self, dag_id: str, run_id: str, *, env: dict[str, str]) -> dict[str, str]:
+        """Each task's final state in a run (`airflow tasks states-for-dag-run`): a task that never
+        ran, such as one upstream_failed, leaves nothing in the run's log to tell its state."""
+        cmd = [AIRFLOW, "tasks", "states-for-dag-run", dag_id, run_id, "--output", "json"]
+        proc = subprocess.run(cmd, env=self.env(env), check=True, capture_output=True, text=True, timeout=120)
+        table = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith(("[{", "[]")))
+        rows = json.loads(table)
+        return {row["task_id"]: row["state"] for row in rows}

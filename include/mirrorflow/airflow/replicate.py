@@ -1,5 +1,10 @@
 """The data-plane DAGs: one `mirrorflow__<A>__<B>__replicate` per enabled flow (plan -> copy ->
-report, on the flow's schedule) and the manual `mirrorflow_migrate` with a trigger form."""
+report, on the flow's schedule) and the manual `mirrorflow_migrate` with a trigger form.
+
+A failed plan is the run's one red task: a cluster that does not answer fails it within
+mirrorflow.cluster.unreachable.timeout.ms without Airflow retries, and report, which has no plan
+to report on then, ends upstream_failed instead of failing on the missing plan.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,9 @@ from mirrorflow.config import FlowConfig, MirrorConfig
 START = datetime(2024, 1, 1)
 TAGS = ["mirrorflow"]
 MIGRATE_DAG_ID = "mirrorflow_migrate"
+# report runs after a failed copy too (it says which partitions failed), but only on a plan that
+# succeeded: with both plan and copy upstream, "all done, at least one success" means exactly that.
+REPORT_TRIGGER_RULE = "all_done_min_one_success"
 
 
 def replicate_dag_id(source: str, target: str) -> str:
@@ -26,6 +34,21 @@ def _schedule(flow: FlowConfig) -> str:
 
 def _run_id() -> str:
     return get_current_context()["run_id"]
+
+
+def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
+    """plan_run for a plan task. A cluster that did not answer has had its whole wait
+    (mirrorflow.cluster.unreachable.timeout.ms) already: the task fails at once with that one
+    message instead of being retried into minutes of the same wait; the next run is the retry."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mirrorflow.kafka import ClusterUnreachable
+    from mirrorflow.replicate.service import plan_run
+
+    try:
+        return plan_run(config_path, source, target, run_id=_run_id(), **options)
+    except ClusterUnreachable as exc:
+        raise AirflowFailException(str(exc)) from None
 
 
 def replicate_dag(path: str, flow: FlowConfig) -> DAG:
@@ -49,9 +72,7 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
 
         @task(task_id="plan")
         def plan() -> dict[str, Any]:
-            from mirrorflow.replicate.service import plan_run
-
-            return plan_run(path, source, target, run_id=_run_id())
+            return _plan(path, source, target)
 
         copy = MirrorflowCopyOperator(
             task_id="copy",
@@ -61,7 +82,7 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
             plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
         )
 
-        @task(task_id="report", trigger_rule="all_done", retries=0)
+        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0)
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             from mirrorflow.replicate.service import report_run
 
@@ -114,16 +135,13 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         @task(task_id="plan", retries=1)
         def plan() -> dict[str, Any]:
-            from mirrorflow.replicate.service import plan_run
-
             params = get_current_context()["params"]
             if params["source"] == params["target"]:
                 raise ValueError("source and target must be different clusters")
-            return plan_run(
+            return _plan(
                 path,
                 params["source"],
                 params["target"],
-                run_id=_run_id(),
                 mode="migrate",
                 until=params["until"],
                 topics=params["topics"],
@@ -132,7 +150,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         copy = MigrationCopyOperator(task_id="copy", config_path=path)
 
-        @task(task_id="report", trigger_rule="all_done", retries=0)
+        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0)
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             from mirrorflow.replicate.service import report_run
 
