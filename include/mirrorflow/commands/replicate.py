@@ -34,7 +34,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
 from mirrorflow.replicate import runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
-from mirrorflow.replicate.progress import ProgressReadError, read_progress
+from mirrorflow.replicate.progress import ProgressReader, ProgressReadError
 from mirrorflow.replicate.topics import InternalTopicError
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
@@ -162,19 +162,25 @@ class ProgressWatcher(threading.Thread):
         on_progress: Callable[[dict[UnitKey, int]], None],
     ) -> None:
         super().__init__(name="mirrorflow-progress-watcher", daemon=True)
-        self._read = lambda: read_progress(
-            consumer_config, progress_topic, source_alias, only=keys, timeout_s=POLL_READ_TIMEOUT_S
+        self._reader = lambda: ProgressReader(
+            consumer_config, progress_topic, source_alias, timeout_s=POLL_READ_TIMEOUT_S
         )
+        self._keys = keys
         self._on_progress = on_progress
         self._stopped = threading.Event()
 
     def run(self) -> None:
-        while not self._stopped.wait(POLL_INTERVAL_S):
-            try:
-                stored = self._read()
-            except (ProgressReadError, KafkaException):
-                continue  # only the bar waits; the workers' results are what count
-            self._on_progress(stored)
+        # One reader for the whole run: each look reads only the progress written since the last.
+        reader = self._reader()
+        try:
+            while not self._stopped.wait(POLL_INTERVAL_S):
+                try:
+                    reader.settle(self._keys)
+                except (ProgressReadError, KafkaException):
+                    continue  # only the bar waits; the workers' results are what count
+                self._on_progress({key: stored.offset for key, stored in reader.entries(self._keys).items()})
+        finally:
+            reader.close()
 
     def stop(self) -> None:
         """Stop without waiting out a read in flight (a daemon: it only feeds the progress bar),

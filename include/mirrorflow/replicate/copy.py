@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -192,22 +193,26 @@ class SharedClients:
         self.progress_partitions: int | None = None
         self._sync_producer: Producer | None = None
         self._sync_watch: ClusterWatch | None = None
+        self._lock = threading.Lock()
 
     def sync_producer(self, watch: ClusterWatch) -> Producer | None:
         job = self.job
         if not job.offset_syncs_topic or job.offset_syncs_on_target:
             return None
-        if self._sync_producer is None:
-            self._sync_watch = watch
-            self._sync_producer = Producer(
-                {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
-            )
-        return self._sync_producer
+        with self._lock:
+            if self._sync_producer is None:
+                self._sync_watch = watch
+                self._sync_producer = Producer(
+                    {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+                )
+            return self._sync_producer
 
     def flush_syncs(self) -> int:
         """Send the offset-syncs still queued; how many could not be sent."""
         if self._sync_producer is None or self._sync_watch is None:
             return 0
+        # With partitions copied side by side this waits for their syncs too, and syncs still
+        # unsent when it gives up (the source unreachable) count for each partition waiting.
         try:
             return _flush(self._sync_producer, self._sync_watch)
         except ClusterUnreachable:

@@ -16,6 +16,7 @@ run reads each record of the topic once, however many partitions it copies.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -155,6 +156,7 @@ class ProgressReader:
         self._count: int | None = None
         self._next: dict[int, int] = {}  # assigned offsets partition -> next offset not yet seen
         self._found: dict[tuple[str, int], Stored] = {}
+        self._lock = threading.Lock()  # a worker's copy threads share the reader
         self.records_read = 0
 
     def close(self) -> None:
@@ -184,6 +186,10 @@ class ProgressReader:
         transaction open now (a live writer's, or a dead one's that fencing or
         transaction.timeout.ms aborts) is then decided, so no newer committed progress hides
         behind it."""
+        with self._lock:
+            self._settle(only)
+
+    def _settle(self, only: Iterable[tuple[str, int]] | None) -> None:
         count = self._partition_count()
         if not count:
             return

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from multiprocessing import get_context
 
 from confluent_kafka.admin import OffsetSpec
@@ -44,31 +44,50 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
     )
 
 
+# A worker copies partitions with few pending offsets side by side: their time goes to waiting
+# on the brokers (a producer's fencing, the progress read, the commit), not to the CPU. Larger
+# ones are copied one at a time beside them, where the CPU is the limit.
+SMALL_SPAN = 10_000
+SMALL_SPAN_THREADS = 8
+
+
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
-    """One worker's share: its partitions one after another (never two writers per partition),
-    with the clients they can share (see SharedClients).
+    """One worker's share, one writer per partition, with the clients its partitions can share
+    (see SharedClients): up to SMALL_SPAN_THREADS small partitions at a time, and the large
+    ones one after another beside them. Results come back in the order of `spans`.
 
     Once a partition finds the source or the target unreachable, the rest are not tried (each
     would only wait out the same limit): they fail at once with the same cause."""
-    results: list[UnitResult] = []
-    gone: UnitResult | None = None
+    spans = list(spans)
+    results: list[UnitResult | None] = [None] * len(spans)
+    gone: list[UnitResult] = []
+
+    def copy_one(index: int, shared: SharedClients) -> None:
+        span = spans[index]
+        if gone:
+            results[index] = UnitResult.not_copied(
+                span, f"not copied: {gone[0].error}", progress=span.progress, unreachable=gone[0].unreachable
+            )
+            return
+        result = copy_unit(job, span, shared)
+        results[index] = result
+        if result.unreachable:
+            gone.append(result)
+
+    small = [i for i, span in enumerate(spans) if span.pending <= SMALL_SPAN]
+    large = [i for i, span in enumerate(spans) if span.pending > SMALL_SPAN]
     with SharedClients(job) as shared:
-        for span in spans:
-            if gone is not None:
-                results.append(
-                    UnitResult.not_copied(
-                        span,
-                        f"not copied: {gone.error}",
-                        progress=span.progress,
-                        unreachable=gone.unreachable,
-                    )
-                )
-                continue
-            result = copy_unit(job, span, shared)
-            results.append(result)
-            if result.unreachable:
-                gone = result
-    return results
+        if len(small) > 1:
+            with ThreadPoolExecutor(SMALL_SPAN_THREADS, thread_name_prefix="mirrorflow-copy") as pool:
+                futures = [pool.submit(copy_one, i, shared) for i in small]
+                for i in large:
+                    copy_one(i, shared)
+                for future in futures:
+                    future.result()
+        else:
+            for i in small + large:
+                copy_one(i, shared)
+    return [result for result in results if result is not None]
 
 
 def run_locally(
