@@ -46,7 +46,10 @@ def test_a_cluster_killed_mid_copy_ends_the_run_in_seconds_and_the_next_run_comp
             [a, b],
             ["A->B"],
             "A->B.topics = big\nmirrorflow.range.max.records = 2000\n"
-            "mirrorflow.cluster.unreachable.timeout.ms = 5000\n",
+            "mirrorflow.cluster.unreachable.timeout.ms = 5000\n"
+            # A small fetch queue: a copy must still be reading the source when it dies, however
+            # late under load the test sees the target fill up and kills it.
+            "A.consumer.queued.max.messages.kbytes = 1024\nA.consumer.max.partition.fetch.bytes = 262144\n",
         )
     )
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
