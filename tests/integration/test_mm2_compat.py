@@ -123,6 +123,8 @@ def test_progress_is_stored_as_connect_source_offsets_java_can_read(shared_clust
     assert config.flow("A", "B").offset_storage_topic == progress_topic
     assert partition_count(b.bootstrap, progress_topic) == 25
     assert topic_config(b.bootstrap, progress_topic, "cleanup.policy") == "compact"
+    # Small segments: compaction keeps the topic proportional to its keys, not to the runs.
+    assert topic_config(b.bootstrap, progress_topic, "segment.bytes") == str(16 << 20)
     keys = [connect_key("A", topic, p) for p in range(3)]
     expected_partitions = java_partitions(b.bootstrap, keys, 25, unique("java-partitioner"))
     stored = read_committed(b.bootstrap, [(progress_topic, p) for p in range(25)])
@@ -186,6 +188,7 @@ def test_offset_syncs_decode_as_mm2_offset_syncs_and_every_sync_is_true(shared_c
     syncs_topic = "mm2-offset-syncs.B.internal"
     assert partition_count(a.bootstrap, syncs_topic) == 1
     assert topic_config(a.bootstrap, syncs_topic, "cleanup.policy") == "compact"
+    assert topic_config(a.bootstrap, syncs_topic, "segment.ms") == "3600000"
     syncs = []
     for _, key, value in read_committed(a.bootstrap, [(syncs_topic, 0)])[(syncs_topic, 0)]:
         decoded = mm2_offset_sync(key, value)

@@ -143,7 +143,12 @@ def sync_remote_topics(
     return out
 
 
-COMPACTED = {"cleanup.policy": "compact"}
+# mirrorflow's internal topics (progress, offset-syncs, checkpoints, heartbeats) are compacted
+# by key, as MM2 creates them, and every pass reads them from the start. With Kafka's default
+# 1 GiB segments the active segment, which compaction never touches, would hold every record of
+# days of runs; 16 MiB segments rolled at least hourly keep a topic's size proportional to its
+# keys (partitions, groups), not to the number of runs.
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(16 << 20), "segment.ms": str(3_600_000)}
 
 
 class InternalTopicError(RuntimeError):
