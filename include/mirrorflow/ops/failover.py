@@ -29,8 +29,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
-
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
@@ -40,7 +38,7 @@ from mirrorflow.control.group_translation import relevant_group_offsets, transla
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
 from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator, partition_bounds
-from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
 
 log = logging.getLogger(__name__)
 
@@ -107,22 +105,6 @@ def _groups_pattern(regex: str) -> re.Pattern[str]:
             f"--groups {regex!r} is not a valid regular expression ({exc}); it must match whole group "
             "names, e.g. 'orders-.*'"
         ) from exc
-
-
-def source_unreachable(admin_config: dict[str, Any], timeout_s: float) -> str | None:
-    """Why the cluster cannot be reached, or None if it answers a metadata request in time."""
-    try:
-        # log_level 0: the probe's own connection errors are the answer, not noise for the log.
-        probe = {
-            **admin_config,
-            "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
-            "log_level": 0,
-        }
-        admin_client(probe).list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        return error.str() if isinstance(error, KafkaError) else str(exc)
-    return None
 
 
 def _live_rows(
@@ -300,7 +282,7 @@ def failover(
 
     use_checkpoints = bool(from_checkpoints)
     if from_checkpoints is None:
-        why = source_unreachable(clients.source_admin, source_timeout_s)
+        why = no_answer(clients.source_admin, source_timeout_s)
         if why is not None:
             use_checkpoints = True
             result.warnings.append(
