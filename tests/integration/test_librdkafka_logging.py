@@ -17,6 +17,10 @@ import time
 import pytest
 
 from localkafka import LocalKafka
+from mirrorflow.config import load_config
+from mirrorflow.control.checkpoints import emit_checkpoints
+from mirrorflow.control.group_sync import sync_group_offsets
+from mirrorflow.control.topic_sync import run_sync_topic_configs
 from mirrorflow.kafka import ClusterUnreachable
 from mirrorflow.replicate.service import plan_run
 
@@ -112,3 +116,31 @@ def test_librdkafka_lines_go_to_python_logging_at_their_own_level_never_to_stder
     # A run that succeeds has no librdkafka line at ERROR (a fresh cluster's "coordinator load in
     # progress" is a WARNING, as librdkafka grades it).
     assert not [r.getMessage() for r in records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("job", ["checkpoints", "group sync", "topic configs"])
+def test_the_offset_and_topic_jobs_fail_within_the_wait_with_one_error(
+    local_kafka, shared_clusters, job
+) -> None:
+    """The scheduled jobs beside the copy start with the same check as a run: before it, the
+    checkpoint job against a stopped target failed after 60 s with a bare TimeoutError."""
+    a = shared_clusters[0]
+    stopped: LocalKafka = local_kafka()
+    stopped.stop()
+    config = mm2_text(
+        [a, Cluster("B", stopped.bootstrap)],
+        ["A->B"],
+        f"mirrorflow.cluster.unreachable.timeout.ms = {WAIT_MS}\nsync.group.offsets.enabled = true\n",
+    )
+    run = {
+        "checkpoints": lambda: emit_checkpoints(config, "A", "B"),
+        "group sync": lambda: sync_group_offsets(config, "A", "B"),
+        "topic configs": lambda: run_sync_topic_configs(load_config(config).flow("A", "B")),
+    }[job]
+
+    started = time.monotonic()
+    with pytest.raises(
+        ClusterUnreachable, match=rf"cluster B \(target of A->B\) at {stopped.bootstrap} did not answer"
+    ):
+        run()
+    assert time.monotonic() - started < WAIT_MS / 1000 + 10

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from mirrorflow.clients import FlowClients
+from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.flows import load, replication_flow, require_checkpoints, reverse_flow
@@ -263,6 +263,7 @@ def emit_checkpoints(
     flow = replication_flow(loaded, source, target)
     require_checkpoints(flow)
     clients = FlowClients.resolve(flow, connection_extra)
+    check_reachable(flow, clients)
     return checkpoint_pass(flow, clients, reverse=reverse_flow(loaded, flow)).summary()
 
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorflow.clients import FlowClients
+from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.flows import load, replication_flow, require_group_sync, reverse_flow
@@ -146,4 +146,5 @@ def sync_group_offsets(
     flow = replication_flow(loaded, source, target)
     require_group_sync(flow)
     clients = FlowClients.resolve(flow, connection_extra)
+    check_reachable(flow, clients)
     return group_sync_pass(flow, clients, reverse=reverse_flow(loaded, flow)).summary()

@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow.clients import FlowClients
+from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client
@@ -267,6 +267,7 @@ def sync_topic_acls(flow: FlowConfig, source_admin: AdminClient, target_admin: A
 
 def _admins(flow: FlowConfig, connection_extra: ConnectionExtra | None) -> tuple[AdminClient, AdminClient]:
     clients = FlowClients.resolve(flow, connection_extra)
+    check_reachable(flow, clients)
     return admin_client(clients.source_admin), admin_client(clients.target_admin)
 
 
