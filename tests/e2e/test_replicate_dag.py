@@ -164,3 +164,31 @@ def test_a_stopped_target_fails_the_plan_in_seconds_with_one_error_and_report_up
         if RAW_LIBRDKAFKA_LINE.match(line) or "mirrorflow.librdkafka" in line
     ]
     assert len(librdkafka) <= 3, librdkafka[:10]
+
+
+def test_a_migrate_form_filled_in_wrongly_fails_the_plan_at_once_naming_the_fields(
+    airflow_home, kafka_clusters
+) -> None:
+    """Issue 10: source = target was refused only inside the plan task with a ValueError, retried
+    for ~40 s, and then failed report too. Now the plan fails once, naming each field."""
+    primary, backup = kafka_clusters(2)
+    conf = {
+        "source": "backup",
+        "target": "backup",
+        "topics": "orders(",
+        "until": "now",
+        "delivery": "exactly-once",
+    }
+    env = _env(primary, backup)
+
+    started = time.monotonic()
+    result = airflow_home.dags_test("mirrorflow_migrate", env=env, conf=conf)
+    took = time.monotonic() - started
+
+    assert result.state == "failed", result.log[-4000:]
+    assert took < 45, f"the run took {took:.0f}s to fail (retries?)"
+    states = airflow_home.task_states(result.dag_id, result.run_id, env=env)
+    assert states == {"plan": "failed", "copy": "upstream_failed", "report": "upstream_failed"}, states
+    assert "Source cluster and Target cluster are both 'backup': choose two different clusters" in result.log
+    assert "Topics: 'orders(' is not a valid regular expression" in result.log
+    assert "TypeError" not in result.log

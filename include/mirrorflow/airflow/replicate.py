@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from mirrorflow.airflow.forms import UNTIL_PATTERN, migrate_form_problems
 from mirrorflow.airflow.operators import MirrorflowCopyOperator
 from mirrorflow.config import FlowConfig, MirrorConfig
 
@@ -93,6 +94,7 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
                 run_id=_run_id(),
                 plan_offset=planned["plan_offset"],
                 topic_errors=planned["topic_errors"],
+                topic_errors_count=planned.get("topic_errors_count"),
             )
 
         planned = plan()
@@ -112,17 +114,42 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
         tags=[*TAGS, "migrate"],
         default_args={"retries": 3, "retry_delay": timedelta(seconds=30)},
         params={
-            "source": Param(clusters[0], enum=clusters, title="Source cluster"),
-            "target": Param(clusters[-1], enum=clusters, title="Target cluster"),
-            "topics": Param(".*", type="string", title="Topics (regex, full match)"),
+            "source": Param(
+                clusters[0],
+                enum=clusters,
+                title="Source cluster",
+                description="The cluster to copy from (an alias of the config's clusters).",
+            ),
+            "target": Param(
+                clusters[-1],
+                enum=clusters,
+                title="Target cluster",
+                description="The cluster to copy to; it must differ from the source. Topics get the "
+                "replication policy's remote names there (source.topic by default).",
+            ),
+            "topics": Param(
+                ".*",
+                type="string",
+                minLength=1,
+                title="Topics (regex, full match)",
+                description="Which source topics to copy, as one regular expression that must match the "
+                "whole name, e.g. orders|payments\\..* ; internal topics are never copied.",
+            ),
             "until": Param(
                 "now",
                 type="string",
+                pattern=UNTIL_PATTERN,
                 title="Copy up to",
-                description="'now' (end offsets at trigger time), epoch ms, or an ISO-8601 time",
+                description="'now' (the end offsets when the run starts), epoch milliseconds, or an "
+                "ISO-8601 time such as 2026-11-21T17:00:00Z (UTC when no zone is given): each partition is "
+                "copied up to the first offset at or after that time.",
             ),
             "delivery": Param(
-                "exactly-once", enum=["exactly-once", "at-least-once"], title="Delivery guarantee"
+                "exactly-once",
+                enum=["exactly-once", "at-least-once"],
+                title="Delivery guarantee",
+                description="exactly-once: each range and its progress commit in one transaction (the "
+                "default); at-least-once: plain writes, a retried range may be written twice.",
             ),
         },
         render_template_as_native_obj=False,
@@ -135,9 +162,12 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         @task(task_id="plan", retries=1)
         def plan() -> dict[str, Any]:
+            from airflow.sdk.exceptions import AirflowFailException
+
             params = get_current_context()["params"]
-            if params["source"] == params["target"]:
-                raise ValueError("source and target must be different clusters")
+            problems = migrate_form_problems(clusters, params)
+            if problems:
+                raise AirflowFailException("the trigger form needs changes:\n" + "\n".join(problems))
             return _plan(
                 path,
                 params["source"],
@@ -162,6 +192,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
                 run_id=_run_id(),
                 plan_offset=planned["plan_offset"],
                 topic_errors=planned["topic_errors"],
+                topic_errors_count=planned.get("topic_errors_count"),
             )
 
         planned = plan()
