@@ -176,19 +176,30 @@ def admin_client(config: Mapping[str, Any]) -> AdminClient:
 
 def no_answer(config: Mapping[str, Any], timeout_s: float) -> str | None:
     """Why the cluster of this client config does not answer a metadata request within
-    `timeout_s` (librdkafka's error name and text), or None when it answers."""
+    `timeout_s` (librdkafka's error name and text, and the last connection error behind it),
+    or None when it answers.
+
+    The metadata call only says "Broker transport failure"; the connection errors say why (a
+    TLS handshake with a plaintext listener, SASL refused, a certificate not trusted), so the
+    last of them is added. They name brokers and mechanisms, never credentials."""
+    seen: list[str] = []
     probe = {
         **config,
         "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
         # The probe's failed connections are its answer, said once by the caller, not a stream of
         # librdkafka lines (one per reconnect backoff).
         "log_level": 0,
+        "error_cb": lambda error: seen.append(error.str()),
     }
+    admin = admin_client(probe)
     try:
-        admin_client(probe).list_topics(timeout=timeout_s)
+        admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
-        return f"{error.name()}: {error.str()}" if isinstance(error, KafkaError) else str(exc)
+        why = f"{error.name()}: {error.str()}" if isinstance(error, KafkaError) else str(exc)
+        admin.poll(0)  # serves the error callbacks
+        behind = next((text for text in reversed(seen) if "Failed to get metadata" not in text), None)
+        return why if behind is None else f"{why}; last connection error: {behind}"
     return None
 
 

@@ -144,3 +144,19 @@ def test_the_offset_and_topic_jobs_fail_within_the_wait_with_one_error(
     ):
         run()
     assert time.monotonic() - started < WAIT_MS / 1000 + 10
+
+
+def test_the_error_says_why_a_connection_failed_not_only_that_it_did(shared_clusters, unique) -> None:
+    """A client speaking TLS to a plaintext listener: the metadata call alone says only "Broker
+    transport failure"; the error adds the connection's own reason."""
+    a, b, _ = shared_clusters
+    config = mm2_text(
+        [a, b],
+        ["A->B"],
+        f"mirrorflow.cluster.unreachable.timeout.ms = {WAIT_MS}\nB.security.protocol = SSL\n",
+    )
+    with pytest.raises(ClusterUnreachable) as raised:
+        plan_run(config, "A", "B", run_id=unique("run"))
+    message = str(raised.value)
+    assert "cluster B (target of A->B)" in message
+    assert "last connection error" in message and "SSL handshake failed" in message
