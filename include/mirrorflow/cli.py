@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
-from mirrorflow.ops.durability import check_config_durability
+from mirrorflow.ops.preflight import preflight
 
 
 @click.group()
@@ -35,9 +36,10 @@ def _register_commands() -> None:
 @click.option(
     "--connect",
     is_flag=True,
-    help="Also connect to the clusters and warn about every topic the flows write on a target that "
-    "could lose acknowledged records or stop taking writes when one broker fails (replication factor "
-    "below 3, min.insync.replicas below 2 or not below it, unclean leader election on).",
+    help="Also connect to every cluster of the enabled flows: clusters that do not answer (and why: "
+    "down, wrong protocol, TLS or SASL refused), topic and group filters that match nothing, remote "
+    "topic names written from two sources, and every topic the flows write on a target that could "
+    "lose acknowledged records or stop taking writes when one broker fails.",
 )
 @click.option(
     "--connect-timeout",
@@ -47,9 +49,16 @@ def _register_commands() -> None:
     metavar="SECONDS",
     help="With --connect: how long each cluster may take to answer.",
 )
-def validate_command(config_file: Path, connect: bool, connect_timeout: float) -> None:
+@click.option(
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json: one object with every problem (key, severity, problem, fix) and the counts, for CI.",
+)
+def validate_command(config_file: Path, connect: bool, connect_timeout: float, output: str) -> None:
     """Check an MM2 properties file: every problem with its fix, then the clusters and flows.
-    Offline unless --connect is given."""
+    Offline unless --connect is given. Exits 1 if there is any error."""
     console = Console(soft_wrap=True)
     config: MirrorConfig | None = None
     try:
@@ -63,8 +72,24 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float) -
         if any(p.is_error for p in problems):
             connected = "--connect skipped: fix the errors first"
         else:
-            problems += check_config_durability(config, timeout_s=connect_timeout)
-            connected = f"--connect: checked the topics {len(config.flows)} flow(s) write on their targets"
+            problems += preflight(config, timeout_s=connect_timeout)
+            connected = (
+                f"--connect: checked the clusters, filters and written topics of {len(config.flows)} flow(s)"
+            )
+    errors = sum(p.is_error for p in problems)
+    if output == "json":
+        body = {
+            "config": str(config_file),
+            "errors": errors,
+            "warnings": len(problems) - errors,
+            "connected": connect and bool(connected) and not connected.startswith("--connect skipped"),
+            "problems": [
+                {"key": p.key, "severity": p.severity.value, "problem": p.message, "fix": p.fix}
+                for p in sorted(problems, key=lambda p: (not p.is_error, p.key))
+            ],
+        }
+        click.echo(json.dumps(body, indent=2))
+        sys.exit(1 if errors else 0)
     if problems:
         console.print(_problems_table(problems))
     if config is not None:
@@ -72,7 +97,6 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float) -
         console.print(_flows_table(config))
     if connected:
         console.print(connected)
-    errors = sum(p.is_error for p in problems)
     warnings = len(problems) - errors
     style = "bold red" if errors else "bold green"
     console.print(f"[{style}]{config_file}: {errors} error(s), {warnings} warning(s)[/{style}]")

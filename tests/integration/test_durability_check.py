@@ -81,7 +81,7 @@ def test_validate_connect_prints_the_warnings_and_exits_zero(shared_clusters, un
     assert "--connect" not in offline.output
     assert connected.exit_code == 0, connected.output
     assert f"B:A.{topic}" in connected.output and "replication factor 1" in connected.output
-    assert "--connect: checked the topics 2 flow(s) write on their targets" in connected.output
+    assert "--connect: checked the clusters, filters and written topics of 2 flow(s)" in connected.output
     assert "0 error(s)" in connected.output and "0 warning(s)" not in connected.output
 
 
@@ -98,5 +98,7 @@ def test_validate_connect_to_a_cluster_that_does_not_answer_is_an_error(tmp_path
     )
 
     assert result.exit_code == 1, result.output
+    # Every cluster is asked, each once: both are reported, not only the first.
     assert f"cluster A at {nobody} did not answer within 1s" in result.output
-    assert "1 error(s)" in result.output
+    assert f"cluster B at {nobody} did not answer within 1s" in result.output
+    assert "2 error(s)" in result.output
