@@ -99,6 +99,6 @@ def test_validate_connect_to_a_cluster_that_does_not_answer_is_an_error(tmp_path
 
     assert result.exit_code == 1, result.output
     # Every cluster is asked, each once: both are reported, not only the first.
-    assert f"cluster A at {nobody} did not answer within 1s" in result.output
-    assert f"cluster B at {nobody} did not answer within 1s" in result.output
+    assert f"cluster A (source of A->B) at {nobody} did not answer within 1s" in result.output
+    assert f"cluster B (target of A->B) at {nobody} did not answer within 1s" in result.output
     assert "2 error(s)" in result.output

@@ -21,7 +21,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
 from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.control.groups import list_groups
-from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, no_answer
 from mirrorflow.ops.durability import check_config_durability
 from mirrorflow.policy import should_replicate_group, should_replicate_topic
 
@@ -73,11 +73,20 @@ def _unreachable(
             config = resolved.admin(side)
             asked[alias] = why = no_answer(config, timeout_s)
             if why is not None:
-                bootstrap = config.get("bootstrap.servers", "(no bootstrap.servers)")
+                # The words a run's plan step uses for the same cluster (clients.check_reachable).
+                said = ClusterUnreachable.not_answering(
+                    alias,
+                    f"{side} of {flow.name}",
+                    str(config.get("bootstrap.servers", "(no bootstrap.servers)")),
+                    timeout_s,
+                    why,
+                    address_key=f"{alias}.bootstrap.servers",
+                    wait_setting=None,
+                )
                 problems.append(
                     error(
                         f"{alias}.bootstrap.servers",
-                        f"cluster {alias} at {bootstrap} did not answer within {timeout_s:g}s ({why})",
+                        str(said),
                         f"check {alias}.bootstrap.servers, {alias}.security.protocol and its credentials, "
                         "and that the cluster is up and reachable from here",
                     )
