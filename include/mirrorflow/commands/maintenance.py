@@ -276,7 +276,8 @@ def _runs_table(status: dict[str, Any]) -> Table:
         elif run is None:
             table.add_row(flow["flow"], "no mirrorflow run", "", "", "", "", now)
         else:
-            lag = sum(run.get("lag_left", {}).values())
+            # Summaries name the worst topics only; their totals (when written since) count all.
+            lag = run["totals"].get("lag_left", sum(run.get("lag_left", {}).values()))
             table.add_row(
                 flow["flow"],
                 f"{run['run_id']} ({run['mode']})",

@@ -35,6 +35,7 @@ from mirrorflow.replicate import runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import ProgressReader, ProgressReadError
+from mirrorflow.replicate.report import worst_rows
 from mirrorflow.replicate.topics import InternalTopicError
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
@@ -390,6 +391,7 @@ def run_flow(
             run_id=run_id,
             plan_offset=plan_offset,
             topic_errors=planned["topic_errors"],
+            topic_errors_count=planned["topic_errors_count"],
         )
     except service.RunFailed as exc:
         return RunOutcome(planned, plan, _stored_summary(clients, plan, plan_offset), done_passes, str(exc))
@@ -399,29 +401,54 @@ def run_flow(
 # -- output ---------------------------------------------------------------------------------
 
 
+def _print_lines(console: Console, lines: list[str], total: int, what: str) -> None:
+    """The first LOST_LINES of `lines`, then how many of `total` were left out."""
+    for line in lines[:LOST_LINES]:
+        console.print(line, highlight=False)
+    shown = min(len(lines), LOST_LINES)
+    if total > shown:
+        console.print(f"  ... and {total - shown:,} more {what}", highlight=False)
+
+
 def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
+    """What the plan does and cannot do; every list at most LOST_LINES long, with its count."""
+    per_topic = plan.summary()
     pending = sum(s.pending for s in plan.spans)
     console.print(
         f"[bold]{plan.mode}[/bold] {escape(plan.flow)} run [bold]{escape(plan.run_id)}[/bold] "
-        f"({plan.delivery}): {len(plan.summary())} topic(s), {len(plan.units())} partition(s) to copy, "
+        f"({plan.delivery}): {len(per_topic)} topic(s), {len(plan.units())} partition(s) to copy, "
         f"{pending:,} offset(s) planned",
         highlight=False,
     )
-    for remote in planned["created_topics"]:
-        console.print(f"  created {escape(remote)} on {escape(plan.target)}", highlight=False)
-    for remote, (before, after) in planned["grown_topics"].items():
-        console.print(f"  grew {escape(remote)} from {before} to {after} partitions", highlight=False)
-    for topic, row in sorted(plan.summary().items()):
-        if row["lost"]:
-            console.print(
-                f"  [yellow]{escape(topic)}: {row['lost']:,} offset(s) were deleted from the source "
-                "(retention or DeleteRecords) before they were copied; copying from the earliest offset[/yellow]",
-                highlight=False,
-            )
-    for topic, why in sorted(planned["topic_errors"].items()):
-        console.print(f"  [red]{escape(topic)} is not copied: {escape(why)}[/red]", highlight=False)
-    for partition, why in planned["restarted_partitions"].items():
-        console.print(f"  [yellow]{escape(partition)}: {escape(why)}[/yellow]", highlight=False)
+    created = [f"  created {escape(remote)} on {escape(plan.target)}" for remote in planned["created_topics"]]
+    _print_lines(console, created, planned.get("created_topics_count", len(created)), "created")
+    grown = [
+        f"  grew {escape(remote)} from {before} to {after} partitions"
+        for remote, (before, after) in planned["grown_topics"].items()
+    ]
+    _print_lines(console, grown, planned.get("grown_topics_count", len(grown)), "grown")
+    lossy = {topic: row for topic, row in per_topic.items() if row["lost"]}
+    deleted = [
+        f"  [yellow]{escape(topic)}: {row['lost']:,} offset(s) were deleted from the source "
+        "(retention or DeleteRecords) before they were copied; copying from the earliest offset[/yellow]"
+        for topic, row in worst_rows(lossy, ("lost",), LOST_LINES).items()
+    ]
+    _print_lines(console, deleted, len(lossy), "topics with deleted offsets")
+    errors = [
+        f"  [red]{escape(topic)} is not copied: {escape(why)}[/red]"
+        for topic, why in sorted(planned["topic_errors"].items())
+    ]
+    _print_lines(console, errors, planned.get("topic_errors_count", len(errors)), "topics not copied")
+    restarted = [
+        f"  [yellow]{escape(partition)}: {escape(why)}[/yellow]"
+        for partition, why in planned["restarted_partitions"].items()
+    ]
+    _print_lines(
+        console,
+        restarted,
+        planned.get("restarted_count", len(restarted)),
+        "partitions copied again from the start",
+    )
     if not plan.spans:
         console.print(
             f"  nothing to copy: no topic of {escape(plan.source)} passes the flow's topic filter and cycle check",
@@ -432,11 +459,23 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
 
 
 LOST_LINES = 20
+TABLE_ROWS = 50  # topics in the run table; past that, the summary's worst topics only
 
 
 def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
-    """One row per source topic of the plan, copied or not."""
-    table = Table(title=f"{plan.flow} {plan.mode} run {plan.run_id}")
+    """One row per source topic of the plan, copied or not, in name order; a plan of more than
+    TABLE_ROWS topics shows the summary's topic rows instead (the worst first) and says how
+    many it leaves out: the totals line under the table counts every topic."""
+    per_topic = plan.summary()
+    copied = summary.get("topics", {})
+    names = sorted(per_topic) if len(per_topic) <= TABLE_ROWS else [t for t in copied if t in per_topic]
+    left_out = len(per_topic) - len(names)
+    table = Table(
+        title=f"{plan.flow} {plan.mode} run {plan.run_id}",
+        caption=f"the {len(names)} worst topics; {left_out:,} more not shown, the totals count them"
+        if left_out
+        else None,
+    )
     for column in (
         "source topic",
         "remote topic",
@@ -449,10 +488,10 @@ def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
     ):
         table.add_column(column, justify="left" if "topic" in column else "right", overflow="fold")
     table.add_column("failed", justify="right")
-    copied = summary.get("topics", {})
     lag = summary.get("lag_left", {})
     remote = {s.topic: s.remote_topic for s in plan.spans}
-    for topic, row in sorted(plan.summary().items()):
+    for topic in names:
+        row = per_topic[topic]
         done = copied.get(topic, {})
         failed = done.get("failed", 0)
         lost = done.get("lost_to_retention", row["lost"])
@@ -488,10 +527,9 @@ def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
             "(retention or DeleteRecords) before they could be copied[/yellow]",
             highlight=False,
         )
-    if len(summary.get("lost", [])) > LOST_LINES:
-        console.print(
-            f"[yellow]... and {len(summary['lost']) - LOST_LINES} more partitions with losses[/yellow]"
-        )
+    lossy = summary.get("lost_partitions", len(summary.get("lost", [])))
+    if lossy > LOST_LINES:
+        console.print(f"[yellow]... and {lossy - LOST_LINES:,} more partitions with losses[/yellow]")
     if totals.get("retimed"):
         where = ", ".join(f"{r['topic']}-{r['partition']}" for r in summary.get("retimed", [])[:LOST_LINES])
         console.print(

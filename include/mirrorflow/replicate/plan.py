@@ -9,7 +9,8 @@ is per partition; so work is handed out per partition ("units"), dealt round-rob
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,24 +116,34 @@ class Plan:
         """ "topic-partition" -> why it is copied again from the source's earliest offset."""
         return {f"{s.topic}-{s.partition}": s.restarted for s in self.spans if s.restarted}
 
-    def to_json(self) -> str:
-        data = asdict(self)
-        data["spans"] = [
-            [
-                s.topic,
-                s.partition,
-                s.remote_topic,
-                s.start,
-                s.end,
-                s.progress,
-                s.lost,
-                s.incarnation,
-                s.progress_incarnation,
-                s.restarted,
+    def json_pieces(self, rows_per_piece: int = 1000) -> Iterator[str]:
+        """The plan's JSON in pieces of at most `rows_per_piece` spans, for the run-records
+        writer to chunk as they come: a plan of 120,000 partitions is ~11 MB of JSON, and it
+        need not exist as one string. Spans are rows in PartitionSpan's field order."""
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "spans"}
+        head["created_topics"] = list(self.created_topics)
+        yield json.dumps(head, separators=(",", ":"))[:-1] + ',"spans":['
+        for first in range(0, len(self.spans), rows_per_piece):
+            rows = [
+                [
+                    s.topic,
+                    s.partition,
+                    s.remote_topic,
+                    s.start,
+                    s.end,
+                    s.progress,
+                    s.lost,
+                    s.incarnation,
+                    s.progress_incarnation,
+                    s.restarted,
+                ]
+                for s in self.spans[first : first + rows_per_piece]
             ]
-            for s in self.spans
-        ]
-        return json.dumps(data, separators=(",", ":"))
+            yield ("," if first else "") + json.dumps(rows, separators=(",", ":"))[1:-1]
+        yield "]}"
+
+    def to_json(self) -> str:
+        return "".join(self.json_pieces())
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Plan:

@@ -3,19 +3,28 @@
 The Spark driver (or the CLI) builds the report from the units' results and stores it with the
 run records; the report task reads it back, adds the lag left at that moment, returns it to
 XCom and fails the run if any unit failed.
+
+The report keeps every partition (it goes to Kafka in chunks, see runs); what goes to XCom, the
+UI and the status page is the summary, which stays small however many partitions a run has:
+totals, at most TOPIC_ROWS per-topic rows and PARTITION_ROWS partitions per list, the worst
+first, each list with the count of everything it stands for.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from mirrorflow.replicate.copy import UnitResult, merge_ranges
 from mirrorflow.replicate.plan import Plan
 
 RESTARTED_LIMIT = 100
+TOPIC_ROWS = 50  # per-topic rows in a summary: failed, then lost, then most lag first
+PARTITION_ROWS = 50  # partitions named in each of a summary's lists (failed, lost, retimed)
+ERROR_CHARS = 300  # of one partition's error in a summary; the report keeps all of it
 TOTAL_FIELDS = (
     "records",
     "bytes",
@@ -30,6 +39,26 @@ TOTAL_FIELDS = (
 
 def _lost(unit: Mapping[str, Any]) -> int:
     return sum(end - start for start, end in unit.get("lost", ()))
+
+
+def _left(unit: Mapping[str, Any]) -> int:
+    """Offsets of the partition's plan not copied."""
+    return max(0, unit["planned_end"] - 1 - unit["progress"])
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def worst_rows(
+    rows: Mapping[str, Mapping[str, Any]], order: tuple[str, ...], limit: int
+) -> dict[str, dict[str, Any]]:
+    """At most `limit` rows, the largest by the `order` figures first (a missing figure counts
+    as 0), ties by name: what a reader of a 10,000-topic run needs to see first."""
+    chosen = heapq.nsmallest(
+        limit, rows.items(), key=lambda item: (*(-item[1].get(name, 0) for name in order), item[0])
+    )
+    return {name: dict(row) for name, row in chosen}
 
 
 @dataclass
@@ -126,21 +155,26 @@ class RunReport:
     def ok(self) -> bool:
         return not self.failed
 
-    def totals(self) -> dict[str, int]:
+    def totals(self, failed: list[dict[str, Any]] | None = None) -> dict[str, int]:
+        """Sums over every partition; `failed` is self.failed when the caller has it already."""
         totals = {name: sum(int(u.get(name, 0)) for u in self.units) for name in TOTAL_FIELDS}
         totals["lost_to_retention"] = sum(self.lost_unreported.values()) + sum(_lost(u) for u in self.units)
         totals["partitions"] = len(self.units)
-        totals["failed_partitions"] = len(self.failed)
+        totals["failed_partitions"] = len(self.failed if failed is None else failed)
         return totals
 
     def per_topic(self) -> dict[str, dict[str, Any]]:
+        """Every topic of the run: those it copied, and those with only offsets lost or lag left.
+        `lag_left` is in a row only once it was measured; `remote_topic` is None for a topic no
+        partition of which was copied in this run."""
         failed = {(u["topic"], u["partition"]) for u in self.failed}
         out: dict[str, dict[str, Any]] = {}
-        for unit in self.units:
-            row = out.setdefault(
-                unit["topic"],
+
+        def row(topic: str, remote_topic: str | None = None) -> dict[str, Any]:
+            found = out.setdefault(
+                topic,
                 {
-                    "remote_topic": unit["remote_topic"],
+                    "remote_topic": remote_topic,
                     "partitions": 0,
                     "records": 0,
                     "bytes": 0,
@@ -148,18 +182,36 @@ class RunReport:
                     "failed": 0,
                 },
             )
-            row["partitions"] += 1
-            row["records"] += unit["records"]
-            row["bytes"] += unit["bytes"]
-            row["lost_to_retention"] += _lost(unit)
-            row["failed"] += (unit["topic"], unit["partition"]) in failed
+            if found["remote_topic"] is None:
+                found["remote_topic"] = remote_topic
+            return found
+
+        for unit in self.units:
+            found = row(unit["topic"], unit["remote_topic"])
+            found["partitions"] += 1
+            found["records"] += unit["records"]
+            found["bytes"] += unit["bytes"]
+            found["lost_to_retention"] += _lost(unit)
+            found["failed"] += (unit["topic"], unit["partition"]) in failed
         for topic, lost in self.lost_unreported.items():
-            if topic in out:
-                out[topic]["lost_to_retention"] += lost
+            row(topic)["lost_to_retention"] += lost
+        for topic, lag in self.lag_left.items():
+            row(topic)["lag_left"] = lag
         return out
 
     def summary(self) -> dict[str, Any]:
-        """Small enough for XCom and the UI: totals, per topic, failures, lag left."""
+        """Small enough for XCom and the UI at any partition count: totals over everything; the
+        TOPIC_ROWS worst topics (failed partitions, then offsets lost, then lag left) with
+        `topics_count`; the PARTITION_ROWS worst failed, lossy and retimed partitions with their
+        counts (totals.failed_partitions, lost_partitions, retimed_partitions). `lag_left`
+        holds the shown topics' lag, totals.lag_left all of it. Every partition is in the report."""
+        rows = self.per_topic()
+        shown = worst_rows(rows, ("failed", "lost_to_retention", "lag_left"), TOPIC_ROWS)
+        failed = self.failed
+        lossy = [u for u in self.units if u.get("lost")]
+        retimed = [u for u in self.units if u.get("retimed")]
+        totals = self.totals(failed)
+        totals["lag_left"] = sum(self.lag_left.values())
         return {
             "run_id": self.run_id,
             "flow": self.flow,
@@ -168,29 +220,47 @@ class RunReport:
             "seconds": round((self.finished_ms - self.started_ms) / 1000, 3),
             "planned_ranges": self.planned_ranges,
             "planned_offsets": self.planned_offsets,
-            "lost_to_retention": self.totals()["lost_to_retention"],
+            "lost_to_retention": totals["lost_to_retention"],
             "lost": [
                 {"topic": u["topic"], "partition": u["partition"], "offsets": [list(r) for r in u["lost"]]}
-                for u in self.units
-                if u.get("lost")
+                for u in heapq.nsmallest(
+                    PARTITION_ROWS, lossy, key=lambda u: (-_lost(u), u["topic"], u["partition"])
+                )
             ],
+            "lost_partitions": len(lossy),
             "retimed": [
                 {"topic": u["topic"], "partition": u["partition"], "records": u["retimed"]}
-                for u in self.units
-                if u.get("retimed")
-            ][:100],
-            "totals": self.totals(),
-            "topics": self.per_topic(),
-            "failed": [
-                {"topic": u["topic"], "partition": u["partition"], "error": u["error"]} for u in self.failed
+                for u in heapq.nsmallest(
+                    PARTITION_ROWS, retimed, key=lambda u: (-u["retimed"], u["topic"], u["partition"])
+                )
             ],
-            "lag_left": self.lag_left,
+            "retimed_partitions": len(retimed),
+            "totals": totals,
+            "topics": shown,
+            "topics_count": len(rows),
+            "failed": [
+                {"topic": u["topic"], "partition": u["partition"], "error": _short(u["error"])}
+                for u in heapq.nsmallest(
+                    PARTITION_ROWS, failed, key=lambda u: (-_left(u), u["topic"], u["partition"])
+                )
+            ],
+            "lag_left": {t: self.lag_left[t] for t in shown if t in self.lag_left},
             "restarted": self.restarted,
             "restarted_count": self.restarted_count,
         }
 
+    def json_pieces(self, units_per_piece: int = 1000) -> Iterator[str]:
+        """The report's JSON in pieces of at most `units_per_piece` partitions, for the
+        run-records writer to chunk as they come (20,000 partitions are ~8 MB of JSON)."""
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "units"}
+        yield json.dumps(head, separators=(",", ":"))[:-1] + ',"units":['
+        for first in range(0, len(self.units), units_per_piece):
+            piece = json.dumps(self.units[first : first + units_per_piece], separators=(",", ":"))
+            yield ("," if first else "") + piece[1:-1]
+        yield "]}"
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return "".join(self.json_pieces())
 
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> RunReport:
@@ -198,8 +268,14 @@ class RunReport:
         return cls(**data)
 
     def failure_message(self) -> str:
-        lines = [
-            f"{len(self.failed)} of {len(self.units)} partitions of {self.flow} run {self.run_id} failed:"
-        ]
-        lines += [f"  {u['topic']}-{u['partition']}: {u['error']}" for u in self.failed]
+        """The failed partitions, at most PARTITION_ROWS of them named (the exception text of a
+        20,000-partition run that lost its target must stay readable); the report has them all."""
+        failed = self.failed
+        lines = [f"{len(failed)} of {len(self.units)} partitions of {self.flow} run {self.run_id} failed:"]
+        lines += [f"  {u['topic']}-{u['partition']}: {u['error']}" for u in failed[:PARTITION_ROWS]]
+        if len(failed) > PARTITION_ROWS:
+            lines.append(
+                f"  ... and {len(failed) - PARTITION_ROWS} more (every partition is in the run's report "
+                "in mirrorflow-runs.internal)"
+            )
         return "\n".join(lines)

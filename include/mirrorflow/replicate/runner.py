@@ -133,12 +133,18 @@ def lag_left(
 def store_report(
     clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int, *, timeout_s: float = 60.0
 ) -> RunReport:
-    """Store the run's report; raises runs.RunRecordNotStored (the report attached) when the
-    target does not take it, so a caller can still show what each partition did."""
+    """Store the run's report, every partition of it (in chunks when large, written as it is
+    encoded); raises runs.RunRecordNotStored (the report attached) when the target does not
+    take it, so a caller can still show what each partition did."""
     report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000))
     try:
         runs.write_run_record(
-            clients.target_producer, plan.flow, plan.run_id, "report", report.to_json(), timeout_s=timeout_s
+            clients.target_producer,
+            plan.flow,
+            plan.run_id,
+            "report",
+            report.json_pieces(),
+            timeout_s=timeout_s,
         )
     except runs.RunRecordNotStored as exc:
         exc.report = report  # type: ignore[attr-defined]

@@ -2,11 +2,16 @@
 
 plan_run fixes and stores a plan and returns what the UI shows; report_run reads the copy's
 report back, measures the lag left, stores the run summary and raises if anything failed.
+
+What they return goes to XCom and the Airflow UI, so it is bounded whatever the flow's size:
+per-topic rows, the worst first, and counts; the plan and the report themselves, with every
+partition, are in the run-records topic (in chunks, see runs).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,12 +23,16 @@ from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.plan import Plan
-from mirrorflow.replicate.planner import make_plan, with_topics
+from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics
 from mirrorflow.replicate.progress import ProgressReadError
-from mirrorflow.replicate.report import RunReport
+from mirrorflow.replicate.report import TOPIC_ROWS, RunReport, worst_rows
 from mirrorflow.replicate.runner import lag_left
 
+log = logging.getLogger(__name__)
+
 PLAN_DETAIL_LIMIT = 500  # spans listed in full in XCom; bigger plans show per-topic totals only
+NAMES_LIMIT = 100  # created / grown topics named in XCom; the plan record has them all
+TOPIC_ERRORS_LIMIT = 50  # topic errors carried in XCom and the summary; with their count
 
 
 class RunFailed(RuntimeError):
@@ -79,34 +88,59 @@ def plan_run(
     outcome = make_plan(
         flow, clients, run_id=run_id, mode=mode, until_ms=parse_until(until), delivery=delivery
     )
+    offset = runs.write_run_record(
+        clients.target_producer, flow.name, run_id, "plan", outcome.plan.json_pieces()
+    )
+    # XCom carries the first TOPIC_ERRORS_LIMIT of them; the task's log has every one.
+    for topic, why in outcome.topics.errors.items():
+        log.warning("%s: %s is not copied: %s", flow.name, topic, why)
+    return plan_overview(outcome, offset, until_ms=parse_until(until))
+
+
+def _first(mapping: dict[str, Any], limit: int) -> dict[str, Any]:
+    return dict(list(mapping.items())[:limit])
+
+
+def plan_overview(outcome: PlanOutcome, plan_offset: int, *, until_ms: int | None = None) -> dict[str, Any]:
+    """What plan_run hands on through XCom: the plan's offset (the copy reads the plan itself),
+    the TOPIC_ROWS topics with the most offsets lost and then pending (`topics_count` says how
+    many there are), spans in full only for small plans, and bounded lists of what the plan
+    changed or could not do, each with its count."""
     plan = outcome.plan
-    offset = runs.write_run_record(clients.target_producer, flow.name, run_id, "plan", plan.to_json())
-    shown = [
-        {
-            "topic": s.topic,
-            "partition": s.partition,
-            "remote_topic": s.remote_topic,
-            "start": s.start,
-            "end": s.end,
-        }
-        for s in plan.units()
-    ]
+    units = plan.units()
+    per_topic = plan.summary()
+    topic_errors = outcome.topics.errors
     return {
-        "plan_offset": offset,
-        "run_id": run_id,
-        "flow": flow.name,
-        "mode": mode,
+        "plan_offset": plan_offset,
+        "run_id": plan.run_id,
+        "flow": plan.flow,
+        "mode": plan.mode,
         "delivery": plan.delivery,
-        "until_ms": parse_until(until),
-        "topics": plan.summary(),
-        "units": len(plan.units()),
-        "ranges": len(plan.ranges()),
-        "spans": shown if len(shown) <= PLAN_DETAIL_LIMIT else f"{len(shown)} partitions (see topics)",
-        "created_topics": list(outcome.topics.created),
-        "grown_topics": {k: list(v) for k, v in outcome.topics.grown.items()},
+        "until_ms": until_ms,
+        "topics": worst_rows(per_topic, ("lost", "pending"), TOPIC_ROWS),
+        "topics_count": len(per_topic),
+        "units": len(units),
+        "ranges": sum(len(s.ranges(plan.max_records)) for s in plan.spans),
+        "spans": [
+            {
+                "topic": s.topic,
+                "partition": s.partition,
+                "remote_topic": s.remote_topic,
+                "start": s.start,
+                "end": s.end,
+            }
+            for s in units
+        ]
+        if len(units) <= PLAN_DETAIL_LIMIT
+        else f"{len(units)} partitions (see topics)",
+        "created_topics": list(outcome.topics.created[:NAMES_LIMIT]),
+        "created_topics_count": len(outcome.topics.created),
+        "grown_topics": {k: list(v) for k, v in _first(outcome.topics.grown, NAMES_LIMIT).items()},
+        "grown_topics_count": len(outcome.topics.grown),
         "internal_topics_created": list(outcome.internal_topics_created),
-        "topic_errors": outcome.topics.errors,
-        "restarted_partitions": dict(list(plan.restarted().items())[:PLAN_DETAIL_LIMIT]),
+        "topic_errors": _first(topic_errors, TOPIC_ERRORS_LIMIT),
+        "topic_errors_count": len(topic_errors),
+        "restarted_partitions": _first(plan.restarted(), PLAN_DETAIL_LIMIT),
         "restarted_count": len(plan.restarted()),
     }
 
@@ -119,9 +153,14 @@ def report_run(
     run_id: str,
     plan_offset: int,
     topic_errors: dict[str, str] | None = None,
+    topic_errors_count: int | None = None,
     connection_extra: ConnectionExtra | None = None,
     wait_s: float = 30.0,
 ) -> dict[str, Any]:
+    """Read the copy's report(s) back, measure the lag left, store the bounded summary and
+    return it; RunFailed if a partition failed or a topic could not be replicated.
+    `topic_errors` is what the plan handed on (at most TOPIC_ERRORS_LIMIT of them) and
+    `topic_errors_count` how many there were in all."""
     flow = _flow(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
     _, _, _, plan_body = runs.read_run_record(clients.target_consumer, plan_offset)
@@ -142,15 +181,20 @@ def report_run(
     summary = report.summary()
     if lag_problem:
         summary["lag_unknown"] = lag_problem
-    summary["topic_errors"] = dict(topic_errors or {})
+    shown_errors = _first(dict(topic_errors or {}), TOPIC_ERRORS_LIMIT)
+    errors_count = max(len(topic_errors or {}), topic_errors_count or 0)
+    summary["topic_errors"] = shown_errors
+    summary["topic_errors_count"] = errors_count
     runs.write_run_record(clients.target_producer, flow.name, run_id, "summary", json.dumps(summary))
     problems = []
     if not report.ok:
         problems.append(report.failure_message())
-    if topic_errors:
+    if errors_count:
+        more = errors_count - len(shown_errors)
         problems.append(
             "topics that could not be replicated:\n"
-            + "\n".join(f"  {t}: {e}" for t, e in topic_errors.items())
+            + "\n".join(f"  {t}: {e}" for t, e in shown_errors.items())
+            + (f"\n  ... and {more} more (the plan task's log names them)" if more else "")
         )
     if problems:
         raise RunFailed("\n".join(problems))
