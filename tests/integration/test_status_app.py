@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from confluent_kafka.admin import AdminClient
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from mirrorflow.airflow.status_app import TOKEN_ENV, create_app
 from mirrorflow.control.heartbeats import emit_heartbeats
+from mirrorflow.replicate import runs
+from mirrorflow.replicate.report import TOPIC_ROWS
 
+from ..unit.test_run_summary import SUMMARY_BOUND
 from .kafkatools import create_topics, produce
 from .mirror_setup import mm2_config, replicate_once
+from .test_run_records import big_report, write_chunks
 
 
 @pytest.fixture
@@ -70,3 +77,36 @@ def test_unreachable_cluster_is_reported_not_fatal(kafka_clusters) -> None:
     config = mm2_config([a, Gone()], ["A->B"])
     status = TestClient(create_app(lambda: config)).get("/status").json()
     assert {c["alias"]: bool(c["error"]) for c in status["clusters"]} == {"A": False, "B": True}
+
+
+def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters) -> None:
+    """The page and JSON show a 20,000-partition run as its bounded summary; a summary stored in
+    chunks is read whole, and a newer one whose writer died mid-way is passed over."""
+    a, b = kafka_clusters(2)
+    config = mm2_config([a, b], ["A->B"])
+    target = {"bootstrap.servers": b.bootstrap}
+    runs.ensure_runs_topic(AdminClient(target), 1)
+    report = big_report("status-20000")
+    report.lag_left = {u["topic"]: 7 for u in report.units}
+    app = TestClient(create_app(lambda: config, max_age_s=0))
+
+    # A summary as large as they were before they were bounded: stored in chunks, read whole.
+    unbounded = {"run_id": "unbounded", "totals": report.totals(), "failed": report.failed}
+    runs.write_run_record(target, "A->B", "unbounded", "summary", json.dumps(unbounded))
+    shown = app.get("/status").json()["flows"][0]["last_run"]
+    assert shown["run_id"] == "unbounded" and len(shown["failed"]) == len(report.failed) > 200
+
+    summary = report.summary()
+    runs.write_run_record(target, "A->B", report.run_id, "summary", json.dumps(summary))
+    body = json.dumps(summary).encode()
+    write_chunks(target, "A->B", "died", "summary", [(0, body[: len(body) // 2], False)], body)
+
+    (flow,) = app.get("/status").json()["flows"]
+    assert flow["last_run"]["run_id"] == "status-20000"
+    assert len(json.dumps(flow["last_run"])) < SUMMARY_BOUND
+    assert flow["last_run"]["totals"]["partitions"] == 20_000
+    assert flow["last_run"]["totals"]["lag_left"] == 7 * 2_000
+    assert len(flow["last_run"]["topics"]) == TOPIC_ROWS and flow["last_run"]["topics_count"] == 2_000
+    metrics = app.get("/metrics").text
+    assert metrics.count('mirrorflow_flow_lag_records{flow="A->B"') == TOPIC_ROWS
+    assert "Topics of the last runs, the worst first" in app.get("/ui").text

@@ -87,36 +87,64 @@ def create_app(
     return app
 
 
+# Rows of each table per flow: a summary written now holds at most 50 topics and 50 failed
+# partitions, but one written before summaries were bounded may hold every topic.
+PAGE_ROWS = 50
+
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>mirrorflow replication status</title>
 <style>
  body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1f24}
  table{border-collapse:collapse;margin:.5rem 0 1.5rem}
  th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;font-size:.9rem}
- th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647}
+ th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647} .more{color:#57606a}
 </style></head>
 <body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
 <h2>Flows</h2><table id="flows"><tr><th>flow</th><th>lag now</th><th>last run</th><th>finished</th>
 <th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th>
 <th>copied again from the start (topic recreated)</th></tr></table>
+<h2>Topics of the last runs, the worst first</h2><table id="topics"><tr><th>flow</th><th>topic</th>
+<th>partitions copied</th><th>records</th><th>failed partitions</th><th>lost to retention</th>
+<th>lag left</th></tr></table>
+<h2>Failed partitions of the last runs</h2><table id="failed"><tr><th>flow</th><th>partition</th>
+<th>error</th></tr></table>
 <h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
 <th>newest heartbeat age (s)</th><th>via</th></tr></table>
 <script>
+const ROWS=PAGE_ROWS_VALUE;
 function cell(row, text, cls){const td=row.insertCell();td.textContent=text;if(cls)td.className=cls;}
+function more(table, flow, count, what){if(count>0){const r=table.insertRow();cell(r,flow);
+  const td=r.insertCell();td.colSpan=table.rows[0].cells.length-1;td.className="more";
+  td.textContent="… and "+count+" more "+what;}}
+const sum=o=>Object.values(o||{}).reduce((a,b)=>a+b,0);
 fetch("status").then(r=>r.json()).then(s=>{
   document.getElementById("when").textContent="as of "+new Date(s.generated_ms).toISOString();
-  const flows=document.getElementById("flows");
+  const flows=document.getElementById("flows"), topics=document.getElementById("topics"),
+    failed=document.getElementById("failed");
   for(const f of s.flows){const r=flows.insertRow();cell(r,f.flow);
     if(f.error){cell(r,f.error,"bad");continue;}
-    const now=f.lag===null?"-":Object.values(f.lag).reduce((a,b)=>a+b,0);cell(r,now,now===0?"ok":"");
+    const now=f.lag===null?"-":sum(f.lag);cell(r,now,now===0?"ok":"");
     if(!f.last_run){cell(r,"no mirrorflow run");continue;}
-    const t=f.last_run.totals, lag=Object.values(f.last_run.lag_left||{}).reduce((a,b)=>a+b,0);
-    cell(r,f.last_run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
-    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag?"":"ok");
-    const lost=f.last_run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");
-    const again=f.last_run.restarted_count||0;
-    cell(r,again?again+" partition(s): "+Object.entries(f.last_run.restarted||{}).slice(0,3)
-      .map(([p,why])=>p+": "+why).join("; "):"0",again?"bad":"ok");}
+    const run=f.last_run, t=run.totals;
+    const lag=run.lag_unknown?"unknown":(t.lag_left??sum(run.lag_left));
+    cell(r,run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
+    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag===0?"ok":"");
+    const lost=run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");
+    const again=run.restarted_count||0;
+    cell(r,again?again+" partition(s): "+Object.entries(run.restarted||{}).slice(0,3)
+      .map(([p,why])=>p+": "+why).join("; "):"0",again?"bad":"ok");
+    const rows=Object.entries(run.topics||{}).sort(([a,x],[b,y])=>(y.failed-x.failed)||
+      (y.lost_to_retention-x.lost_to_retention)||((y.lag_left||0)-(x.lag_left||0))||(a<b?-1:1)).slice(0,ROWS);
+    for(const [name,row] of rows){const tr=topics.insertRow();cell(tr,f.flow);cell(tr,name);
+      cell(tr,row.partitions);cell(tr,row.records);cell(tr,row.failed,row.failed?"bad":"ok");
+      cell(tr,row.lost_to_retention,row.lost_to_retention?"bad":"ok");
+      cell(tr,row.lag_left===undefined?"-":row.lag_left);}
+    more(topics,f.flow,(run.topics_count??Object.keys(run.topics||{}).length)-rows.length,
+      "topic(s): the flow's row counts every one");
+    const bad=(run.failed||[]).slice(0,ROWS);
+    for(const p of bad){const tr=failed.insertRow();cell(tr,f.flow);cell(tr,p.topic+"-"+p.partition);
+      cell(tr,p.error,"bad");}
+    more(failed,f.flow,t.failed_partitions-bad.length,"failed partition(s): the run's report lists every one");}
   const clusters=document.getElementById("clusters");
   for(const c of s.clusters){
     if(c.error){const r=clusters.insertRow();cell(r,c.alias);cell(r,c.error,"bad");continue;}
@@ -125,4 +153,4 @@ fetch("status").then(r=>r.json()).then(s=>{
       cell(r,u.age_s===null?"-":u.age_s.toFixed(1));cell(r,u.via||"-");}}
 }).catch(e=>{document.getElementById("when").textContent="status unavailable: "+e;});
 </script></body></html>
-"""
+""".replace("PAGE_ROWS_VALUE", str(PAGE_ROWS))

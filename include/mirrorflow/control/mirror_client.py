@@ -35,7 +35,13 @@ from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
 from mirrorflow.replicate.progress import ProgressReadError, read_progress
-from mirrorflow.replicate.runs import RUNS_TOPIC
+from mirrorflow.replicate.runs import (
+    CHUNK_HEADER,
+    RUNS_TOPIC,
+    RunRecordMissing,
+    parse_key,
+    read_run_record_at,
+)
 
 log = logging.getLogger("mirrorflow.status")
 
@@ -333,10 +339,13 @@ def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStat
 def last_run_summary(
     consumer_config: dict[str, Any], flow: str, *, timeout_s: float = TIMEOUT_S
 ) -> tuple[dict[str, Any], int] | None:
-    """The newest run summary of `flow` in the run-records topic and when it was written, or None.
+    """The newest whole run summary of `flow` in the run-records topic and when it was written,
+    or None.
 
     The topic keeps a month of plans and reports, so it is read backwards from its end in
-    widening windows instead of from the beginning.
+    widening windows instead of from the beginning. Summaries are small enough to be single
+    records (old and new alike); one stored in chunks is put together from its first chunk,
+    and one that cannot be (its writer stopped mid-way) is passed over for the one before.
     """
     consumer = reader(consumer_config)
     try:
@@ -350,13 +359,24 @@ def last_run_summary(
     end = high
     while end > low:
         start = max(low, end - window)
-        found = None
+        # (offset, body or None for a chunked one to put together, timestamp), oldest first
+        found: list[tuple[int, str | None, int]] = []
         for message in read_ranges(consumer_config, {(RUNS_TOPIC, 0): (start, end)}, timeout_s):
-            name, _, kind = message.key().decode().split("|", 2)
-            if name == flow and kind == SUMMARY_KIND:
-                found = (json.loads(message.value()), message.timestamp()[1])
-        if found is not None:
-            return found
+            name, _, kind, chunked = parse_key(message)
+            if name != flow or kind != SUMMARY_KIND:
+                continue
+            if not chunked:
+                found.append((message.offset(), message.value().decode(), message.timestamp()[1]))
+            elif dict(message.headers() or ()).get(CHUNK_HEADER) == b"0":
+                found.append((message.offset(), None, message.timestamp()[1]))
+        for offset, body, timestamp_ms in reversed(found):
+            if body is None:
+                try:
+                    body = read_run_record_at(consumer_config, offset).body
+                except RunRecordMissing as exc:
+                    log.warning("%s", exc)
+                    continue
+            return json.loads(body), timestamp_ms
         end = start
         window *= 4
     return None
