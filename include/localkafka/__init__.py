@@ -6,7 +6,8 @@
 
 The jars come from kafka/pom.xml through `make setup`; see runtime.py. Clusters of three nodes
 (`brokers=3`) and secured listeners (`security=Security(...)`, with `make_tls` for certificates)
-serve replication-factor, failover and security tests.
+serve replication-factor, failover and security tests. `jmx=True` opens each node's JMX agent
+on 127.0.0.1, so localkafka.jmx can read broker metrics (request counts) with Kafka's JmxTool.
 """
 
 from localkafka.node import LocalKafka, LocalKafkaError, Node

@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         "--heap", default=DEFAULT_HEAP, help=f"maximum heap per node (default {DEFAULT_HEAP})"
     )
     parser.add_argument(
+        "--jmx",
+        action="store_true",
+        help="open each node's JMX agent on a free 127.0.0.1 port, unauthenticated (the ready line names it)",
+    )
+    parser.add_argument(
         "--override",
         action="append",
         type=parse_override,
@@ -58,13 +63,15 @@ def main(argv: list[str] | None = None) -> int:
             cluster_id=args.cluster_id,
             overrides=dict(args.override),
             heap=args.heap,
+            jmx=args.jmx,
         ).start()
     except (LocalKafkaError, RuntimeMissing) as exc:
         print(f"localkafka: {exc}", file=sys.stderr)
         return 1
     print(
         f"localkafka ready bootstrap={kafka.bootstrap} cluster_id={kafka.cluster_id} "
-        f"kafka={kafka_version()} data_dir={kafka.data_dir}",
+        f"kafka={kafka_version()} data_dir={kafka.data_dir}"
+        + "".join(f" jmx={node.jmx_url}" for node in kafka.nodes if node.jmx_port is not None),
         flush=True,
     )
     try:

@@ -42,6 +42,21 @@ def free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
+def jmx_properties(host: str, port: int) -> dict[str, str]:
+    """System properties that open the JVM's own JMX agent on host:port (registry and RMI on the
+    same port), without authentication or TLS: for local benchmarks and tests only."""
+    return {
+        "com.sun.management.jmxremote": "true",
+        "com.sun.management.jmxremote.port": str(port),
+        "com.sun.management.jmxremote.rmi.port": str(port),
+        "com.sun.management.jmxremote.host": host,
+        "com.sun.management.jmxremote.authenticate": "false",
+        "com.sun.management.jmxremote.ssl": "false",
+        "com.sun.management.jmxremote.local.only": "false",
+        "java.rmi.server.hostname": host,
+    }
+
+
 def random_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -61,6 +76,7 @@ class Node:
         self.address = address
         self.directory = cluster.data_dir / f"node-{address.node_id}"
         self.process: subprocess.Popen[bytes] | None = None
+        self.jmx_port: int | None = None
 
     @property
     def node_id(self) -> int:
@@ -91,16 +107,22 @@ class Node:
         path.chmod(0o600)  # it can hold the broker's TLS key
         return path
 
-    def _java(self, main_class: str, *args: str, heap: str | None = None) -> list[str]:
-        return runtime.java_command(
-            main_class,
-            *args,
-            heap=heap,
-            system_properties={
-                "log4j2.configurationFile": str(LOG4J2),
-                "kafka.logs.dir": str(self.directory),
-            },
-        )
+    @property
+    def jmx_url(self) -> str:
+        """The JMX service URL of a running node of a cluster started with `jmx=True`."""
+        if self.jmx_port is None:
+            raise LocalKafkaError(
+                f"node {self.node_id} of {self.cluster.data_dir} has no JMX port (jmx=True)"
+            )
+        return f"service:jmx:rmi:///jndi/rmi://{self.cluster.host}:{self.jmx_port}/jmxrmi"
+
+    def _java(
+        self, main_class: str, *args: str, heap: str | None = None, jmx_port: int | None = None
+    ) -> list[str]:
+        properties = {"log4j2.configurationFile": str(LOG4J2), "kafka.logs.dir": str(self.directory)}
+        if jmx_port is not None:
+            properties.update(jmx_properties(self.cluster.host, jmx_port))
+        return runtime.java_command(main_class, *args, heap=heap, system_properties=properties)
 
     def format(self) -> None:
         if (self.directory / "data" / "meta.properties").exists():
@@ -128,9 +150,10 @@ class Node:
             raise LocalKafkaError(f"node {self.node_id} of {self.cluster.data_dir} is already running")
         self.format()
         config = self._write_properties()
+        self.jmx_port = free_port(self.cluster.host) if self.cluster.jmx else None
         with open(self.directory / "jvm.out", "ab") as out:
             self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(config), heap=self.cluster.heap),
+                self._java("kafka.Kafka", str(config), heap=self.cluster.heap, jmx_port=self.jmx_port),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -183,7 +206,9 @@ class LocalKafka:
 
     `port` fixes the first node's PLAINTEXT port (0: pick free ones). Ports, node ids and the
     cluster id are written to the data dir the first time and reused by every later start.
-    `overrides` are broker properties applied last (e.g. `log.cleaner.backoff.ms`)."""
+    `overrides` are broker properties applied last (e.g. `log.cleaner.backoff.ms`). `jmx=True`
+    opens each node's JMX agent on a free port of `host` (unauthenticated; off by default), picked
+    at every launch, for reading broker metrics with localkafka.jmx (`node.jmx_url`)."""
 
     def __init__(
         self,
@@ -196,8 +221,10 @@ class LocalKafka:
         security: Security | None = None,
         overrides: Mapping[str, object] | None = None,
         heap: str = runtime.DEFAULT_HEAP,
+        jmx: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.jmx = jmx
         self.host = host
         self.security = security or Security()
         self.overrides = dict(overrides or {})
@@ -295,7 +322,8 @@ class LocalKafka:
                 self.wait_ready(timeout)
                 return self
             except LocalKafkaError as exc:
-                clash = "Address already in use" in str(exc)
+                # A JMX port taken meanwhile reads "Port already in use"; the next launch picks another.
+                clash = "Address already in use" in str(exc) or "Port already in use" in str(exc)
                 self.stop()
                 if not (clash and self._ports_picked and attempt < 2):
                     raise

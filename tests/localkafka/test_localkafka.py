@@ -220,3 +220,22 @@ def test_data_dir_state_names_the_kafka_version(local_kafka, tmp_path) -> None:
     state = json.loads((Path(kafka.data_dir) / "localkafka.json").read_text())
     assert state["kafka_version"] == kafka_version()
     assert state["nodes"][0]["ports"]["PLAINTEXT"] == int(kafka.bootstrap.rsplit(":", 1)[1])
+
+
+def test_jmx_counts_the_requests_a_broker_served_by_type(local_kafka) -> None:
+    from localkafka.jmx import request_counts
+
+    assert all(node.jmx_port is None for node in local_kafka().nodes)  # off by default
+    kafka = local_kafka(jmx=True)
+    config = kafka.client_config()
+    create(config, "counted", 1)
+    before = request_counts(kafka)
+    produce_values(config, "counted", [b"one"], **{"linger.ms": 0})
+    produce_values(config, "counted", [b"two"], **{"linger.ms": 0})
+    assert read_values(config, "counted") == [b"one", b"two"]
+    after = request_counts(kafka)
+    assert after["Produce"] - before["Produce"] == 2
+    assert after["InitProducerId"] - before["InitProducerId"] >= 2  # retried while the coordinator loads
+    assert after["Fetch"] > before["Fetch"] and "FetchConsumer" not in after  # counted once
+    assert "BrokerHeartbeat" not in after  # the nodes' own traffic, only when asked for
+    assert request_counts(kafka, include_node_to_node=True)["BrokerHeartbeat"] > 0
