@@ -26,6 +26,7 @@ from mirrorflow.control.topic_sync import (
     run_sync_topic_acls,
     run_sync_topic_configs,
 )
+from mirrorflow.ops.acls import MissingAcl
 from mirrorflow.policy.provenance import RECORD_HEADROOM
 
 from ..conftest import Cluster
@@ -250,8 +251,9 @@ def test_acl_sync_refused_by_the_source_names_the_grant_and_is_never_a_silent_em
         "A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required "
         'username="mirror" password="mirror-secret";\n'
     )
-    with pytest.raises(TopicSyncFailed, match="grant DESCRIBE on CLUSTER"):
+    with pytest.raises(MissingAcl, match="User:mirror may not DESCRIBE cluster on cluster A") as refused:
         run_sync_topic_acls(mm2_config([a, b], ["A->B"], sasl).flow("A", "B"))
+    assert "--allow-principal User:mirror --operation Describe --cluster" in str(refused.value)
     assert target_acls(b) == set()
 
 

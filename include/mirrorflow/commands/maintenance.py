@@ -22,6 +22,7 @@ from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
 from mirrorflow.control.mirror_client import mirror_status
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicSyncFailed
+from mirrorflow.ops.acls import MissingAcl
 
 CONFIG = click.argument(
     "config_file", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -105,7 +106,7 @@ def heartbeats_command(config_file: Path, flow_names: tuple[str, ...], duration:
     )
     try:
         runs = emit_heartbeats(flows, duration_s=duration)
-    except HeartbeatError as exc:
+    except (HeartbeatError, MissingAcl) as exc:
         raise click.ClickException(str(exc)) from exc
     table = Table(title="Heartbeats")
     for column in ("flow", "topic", "cluster", "emitted", "first", "last"):
@@ -136,6 +137,9 @@ def _topic_job_command(
             except TopicSyncFailed as exc:
                 result = exc.result
                 failures.append(str(exc))
+            except MissingAcl as exc:  # refused before anything ran: nothing to show
+                failures.append(str(exc))
+                continue
             console.print(render(result))
         if not candidates and not flow_names:
             console.print(f"No replication flow has {job_name} on ({job.keys}).")

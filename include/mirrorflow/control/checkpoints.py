@@ -35,6 +35,7 @@ from mirrorflow.control.reading import read_from_start
 from mirrorflow.control.translator import Translator
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client
 from mirrorflow.mm2.formats import Checkpoint, Mm2FormatError
+from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.policy.replication import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.replicate.topics import COMPACTED, ensure_topic
 
@@ -264,6 +265,7 @@ def emit_checkpoints(
     require_checkpoints(flow)
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients)
+    require_job_acls(flow, "checkpoints", clients)
     return checkpoint_pass(flow, clients, reverse=reverse_flow(loaded, flow)).summary()
 
 

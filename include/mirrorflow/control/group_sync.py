@@ -27,6 +27,7 @@ from mirrorflow.control.group_translation import by_group, relevant_group_offset
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
 from mirrorflow.control.translator import Translator
 from mirrorflow.kafka import admin_client
+from mirrorflow.ops.acls import require_job_acls
 
 log = logging.getLogger(__name__)
 
@@ -147,4 +148,5 @@ def sync_group_offsets(
     require_group_sync(flow)
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients)
+    require_job_acls(flow, "group_sync", clients)
     return group_sync_pass(flow, clients, reverse=reverse_flow(loaded, flow)).summary()

@@ -29,6 +29,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client
 from mirrorflow.mm2.formats import Heartbeat
+from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.replicate.topics import COMPACTED, ensure_topic
 
 log = logging.getLogger("mirrorflow.heartbeats")
@@ -176,7 +177,10 @@ def emit_heartbeats(
     heartbeats.topic.replication.factor), as MirrorHeartbeatConnector does. Raises
     HeartbeatError after the window if any heartbeat was not acknowledged.
     """
-    emitters = [_Emitter(flow, FlowClients.resolve(flow, connection_extra)) for flow in flows]
+    resolved = [(flow, FlowClients.resolve(flow, connection_extra)) for flow in flows]
+    for flow, clients in resolved:
+        require_job_acls(flow, "heartbeats", clients, sides=("target",))
+    emitters = [_Emitter(flow, clients) for flow, clients in resolved]
     schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
     start = time.monotonic()
     for offset, index in schedule:

@@ -40,6 +40,7 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client
+from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.policy import remote_topic, should_replicate_topic
 from mirrorflow.policy.filters import ConfigOp, ConfigOpType, topic_config_sync_ops
 from mirrorflow.replicate.topics import TIMEOUT_S, describe_topic_configs, sync_remote_topics
@@ -265,9 +266,12 @@ def sync_topic_acls(flow: FlowConfig, source_admin: AdminClient, target_admin: A
 # connections included), run, return a JSON-safe summary, raise TopicSyncFailed on any error.
 
 
-def _admins(flow: FlowConfig, connection_extra: ConnectionExtra | None) -> tuple[AdminClient, AdminClient]:
+def _admins(
+    flow: FlowConfig, job: str, connection_extra: ConnectionExtra | None
+) -> tuple[AdminClient, AdminClient]:
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients)
+    require_job_acls(flow, job, clients)
     return admin_client(clients.source_admin), admin_client(clients.target_admin)
 
 
@@ -282,7 +286,7 @@ def _finish(flow: FlowConfig, job: str, result: dict[str, Any], errors: dict[str
 def run_refresh_topics(
     flow: FlowConfig, *, connection_extra: ConnectionExtra | None = None
 ) -> dict[str, Any]:
-    outcome = sync_remote_topics(flow, *_admins(flow, connection_extra))
+    outcome = sync_remote_topics(flow, *_admins(flow, "refresh_topics", connection_extra))
     result = {
         "replicated_topics": len(outcome.remote),
         "created": list(outcome.created),
@@ -295,14 +299,14 @@ def run_refresh_topics(
 def run_sync_topic_configs(
     flow: FlowConfig, *, connection_extra: ConnectionExtra | None = None
 ) -> dict[str, Any]:
-    outcome = sync_topic_configs(flow, *_admins(flow, connection_extra))
+    outcome = sync_topic_configs(flow, *_admins(flow, "sync_topic_configs", connection_extra))
     return _finish(flow, "topic config sync", outcome.to_dict(), outcome.errors)
 
 
 def run_sync_topic_acls(
     flow: FlowConfig, *, connection_extra: ConnectionExtra | None = None
 ) -> dict[str, Any]:
-    outcome = sync_topic_acls(flow, *_admins(flow, connection_extra))
+    outcome = sync_topic_acls(flow, *_admins(flow, "sync_topic_acls", connection_extra))
     return _finish(flow, "topic ACL sync", outcome.to_dict(), outcome.errors)
 
 

@@ -39,6 +39,7 @@ from mirrorflow.control.groups import Committed, commit_offsets, committed_offse
 from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator, partition_bounds
 from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
+from mirrorflow.ops.acls import require_job_acls
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,13 @@ def failover(
                 f"{source} did not answer within {source_timeout_s:.0f}s ({why}): offsets come from the "
                 f"latest checkpoints on {target}"
             )
+    require_job_acls(
+        flow,
+        "failover",
+        clients,
+        sides=("target",) if use_checkpoints else ("source", "target"),
+        group_filter=pattern.fullmatch,
+    )
     if use_checkpoints:
         result.mode = CHECKPOINTS
         rows, commits = _checkpoint_rows(flow, clients, pattern, groups)

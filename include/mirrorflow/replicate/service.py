@@ -21,6 +21,7 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
+from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics
@@ -85,6 +86,7 @@ def plan_run(
     flow = _flow(config, source, target, topics)
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients, connect_timeout_s)
+    require_job_acls(flow, mode, clients)
     outcome = make_plan(
         flow, clients, run_id=run_id, mode=mode, until_ms=parse_until(until), delivery=delivery
     )
