@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -48,7 +48,7 @@ from mirrorflow.control import topic_sync
 from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints
 from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.heartbeats import emit_heartbeats
-from mirrorflow.ops.acls import MissingAcl, Resolved, acl_binding, grants
+from mirrorflow.ops.acls import JOBS, MissingAcl, Resolved, acl_binding, grants
 from mirrorflow.ops.failover import failover
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy import copy_unit
@@ -64,6 +64,7 @@ pytestmark = pytest.mark.local_kafka
 
 USER, PASSWORD = "mirror", "mirror-Secret-7"
 PRINCIPAL = f"User:{USER}"
+READER, READER_PASSWORD = "alice", "alice-Secret-8"  # gets ALL on the source topic: READ on its remote topic
 TOPICS = ["orders"]
 GROUPS = ["app", "fo"]
 ANY_ACL = AclBindingFilter(
@@ -89,7 +90,7 @@ class Pair:
             )
         return self.admins[alias]
 
-    def config(self) -> MirrorConfig:
+    def config(self, extra: str = "") -> MirrorConfig:
         lines = ["clusters = A, B", "A->B.enabled = true", "A->B.sync.group.offsets.enabled = true"]
         for alias in "AB":
             lines += [
@@ -99,12 +100,14 @@ class Pair:
                 f"{alias}.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule "
                 f'required username="{USER}" password="{PASSWORD}";',
             ]
-        return load_config("\n".join(lines) + "\n" + SINGLE_BROKER)
+        return load_config("\n".join(lines) + "\n" + SINGLE_BROKER + extra)
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    security = Security(listeners=("SASL_PLAINTEXT",), scram_users={USER: PASSWORD}, authorizer=True)
+    security = Security(
+        listeners=("SASL_PLAINTEXT",), scram_users={USER: PASSWORD, READER: READER_PASSWORD}, authorizer=True
+    )
     clusters = Pair(
         LocalKafka(tmp_path_factory.mktemp("kafka-A"), overrides=TEST_BROKER_OVERRIDES, security=security),
         LocalKafka(tmp_path_factory.mktemp("kafka-B"), overrides=TEST_BROKER_OVERRIDES, security=security),
@@ -177,9 +180,11 @@ def snapshot(pair: Pair) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def holding(pair: Pair, config: MirrorConfig, job: str, *, without: Resolved | None) -> Iterator[None]:
+def holding(
+    pair: Pair, config: MirrorConfig, job: str, *, without: Resolved | None, groups: list[str] = GROUPS
+) -> Iterator[None]:
     """The principal holds exactly the table's ACLs for `job` (but `without`) while inside."""
-    needed = grants(config.flow("A", "B"), job, topics=TOPICS, groups=GROUPS)
+    needed = grants(config.flow("A", "B"), job, topics=TOPICS, groups=groups)
     assert without is None or without in needed
     by_cluster: dict[str, list[AclBinding]] = {"A": [], "B": []}
     for resolved in needed:
@@ -284,7 +289,7 @@ def before_acl_sync(pair: Pair) -> None:
             ResourceType.TOPIC,
             "orders",
             ResourcePatternType.LITERAL,
-            "User:alice",
+            f"User:{READER}",
             "*",
             AclOperation.ALL,
             AclPermissionType.ALLOW,
@@ -339,7 +344,9 @@ def configs_synced(pair: Pair, _summary: Any) -> None:
 
 def acls_synced(pair: Pair, summary: Any) -> None:
     assert summary["errors"] == {} and len(summary["synced"]) == 1, summary
-    (binding,) = [b for b in pair.admin("B").describe_acls(ANY_ACL).result(30) if b.principal == "User:alice"]
+    (binding,) = [
+        b for b in pair.admin("B").describe_acls(ANY_ACL).result(30) if b.principal == f"User:{READER}"
+    ]
     # ALLOW ALL on the source topic becomes ALLOW READ on its remote topic.
     assert (binding.name, binding.operation, binding.permission_type) == (
         "A.orders",
@@ -453,3 +460,66 @@ def test_each_job_needs_exactly_its_acls_and_names_a_missing_one(pair: Pair, cas
     with holding(pair, config, case.job, without=None):
         summary = case.run(config)
     case.done(pair, summary)
+
+
+def as_reader(pair: Pair, alias: str) -> dict[str, Any]:
+    """librdkafka settings of the reader on `alias`'s SCRAM listener."""
+    return {
+        "bootstrap.servers": pair.kafka(alias).bootstrap_for("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": READER,
+        "sasl.password": READER_PASSWORD,
+    }
+
+
+def test_synced_acls_are_what_the_target_authorizer_enforces(pair: Pair) -> None:
+    """After the ACL sync case: the reader, who may do ALL on `orders` on A, may read `A.orders`
+    on B (ALLOW ALL became ALLOW READ) but not write it (only the replication flow writes)."""
+    settings = as_reader(pair, "B")
+    consumer = Consumer({**settings, "group.id": f"User:{READER}-probe", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("A.orders", 0, 0)])
+        message = consumer.poll(20)
+        assert message is not None and message.error() is None, message and message.error()
+    finally:
+        consumer.close()
+    producer = Producer({**settings, "message.timeout.ms": 10000})
+    errors: list[KafkaError] = []
+    producer.produce("A.orders", b"not allowed", on_delivery=lambda error, _m: errors.append(error))
+    producer.flush(20)
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_a_read_only_source_is_never_written_and_needs_only_read_and_describe_there(pair: Pair) -> None:
+    """offset-syncs.topic.location = target: no job writes, creates or alters anything on the
+    source, and the table asks for nothing there but READ, DESCRIBE and DESCRIBE_CONFIGS (and
+    DESCRIBE on the cluster, for the ACL sync). Replicate and checkpoints then run with exactly
+    those ACLs, and the source is left exactly as it was."""
+    config = pair.config("offset-syncs.topic.location = target\n")
+    flow = config.flow("A", "B")
+    on_source = {
+        (r.grant.resource, r.grant.operation)
+        for job in JOBS
+        for r in grants(flow, job, topics=TOPICS, groups=GROUPS)
+        if r.cluster == "A"
+    }
+    assert {op for _, op in on_source} == {
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+    }
+    assert (ResourceType.BROKER, AclOperation.DESCRIBE) in on_source
+
+    produce(pair.a.bootstrap, "orders", records(40, 50))
+    commit(pair.a.bootstrap, "ro", {0: 22, 1: 23})
+    before = snapshot(pair)["A"]
+    with holding(pair, config, "replicate", without=None):
+        summary = copy_run(config, "replicate", "lp-read-only")
+    assert remote_values(pair) == sorted(r["value"] for r in records(0, 50)), summary
+    with holding(pair, config, "checkpoints", without=None, groups=["ro"]):
+        emit_checkpoints(config, "A", "B")
+    found = read_checkpoints({"bootstrap.servers": pair.b.bootstrap}, flow.checkpoints_topic)
+    assert {key for key in found if key[0] == "ro"} == {("ro", "A.orders", 0), ("ro", "A.orders", 1)}
+    assert flow.offset_syncs_topic in pair.admin("B").list_topics(timeout=30).topics
+    assert snapshot(pair)["A"] == before
