@@ -10,7 +10,7 @@ same job must complete and do its work, so an ACL missing from the table fails h
 
 One ACL is left out per job, each a different (resource type, operation) where the jobs allow:
 topic CREATE (progress topic; the heartbeats topic again, as heartbeats need nothing else that
-can be checked before the topic exists), group DESCRIBE, topic ALTER, topic ALTER_CONFIGS,
+can be checked before the topic exists), transactional-id WRITE, group DESCRIBE, topic ALTER, topic ALTER_CONFIGS,
 cluster ALTER, topic READ on the source (offset-syncs) and on the target (remote topic), group
 READ, and cluster DESCRIBE on the source (test_topic_sync covers that message).
 """
@@ -386,6 +386,13 @@ CASES = [
     ),
     Case(
         "replicate",
+        nothing,
+        ("target", "TRANSACTIONAL_ID", "mirrorflow-A->B-", "WRITE"),
+        lambda config: copy_run(config, "replicate", "lp-replicate-0"),
+        migrated,
+    ),
+    Case(
+        "replicate",
         before_replicate,
         ("source", "GROUP", "mirrorflow-A->B", "DESCRIBE"),
         lambda config: copy_run(config, "replicate", "lp-replicate"),
@@ -443,7 +450,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.job for c in CASES])
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{c.job}-{c.left_out[3].lower()}-{c.left_out[1].lower()}" for c in CASES]
+)
 def test_each_job_needs_exactly_its_acls_and_names_a_missing_one(pair: Pair, case: Case) -> None:
     config = pair.config()
     case.prepare(pair)

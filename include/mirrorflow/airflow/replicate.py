@@ -40,15 +40,17 @@ def _run_id() -> str:
 def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
     """plan_run for a plan task. A cluster that did not answer has had its whole wait
     (mirrorflow.cluster.unreachable.timeout.ms) already: the task fails at once with that one
-    message instead of being retried into minutes of the same wait; the next run is the retry."""
+    message instead of being retried into minutes of the same wait; the next run is the retry.
+    A missing ACL is not granted by waiting either: it fails the task at once too."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from mirrorflow.kafka import ClusterUnreachable
+    from mirrorflow.ops.acls import MissingAcl
     from mirrorflow.replicate.service import plan_run
 
     try:
         return plan_run(config_path, source, target, run_id=_run_id(), **options)
-    except ClusterUnreachable as exc:
+    except (ClusterUnreachable, MissingAcl) as exc:
         raise AirflowFailException(str(exc)) from None
 
 

@@ -26,6 +26,8 @@ and the broker's authorizer log, and read from the code):
 * A topic or group the principal may not DESCRIBE is invisible to it (metadata and group
   listings leave it out): nothing fails, it is simply not mirrored. That is how Kafka answers
   (MM2 behaves the same); `check_job_acls` can only check what it can see.
+* Kafka has no "may I" request for transactional ids; `check_job_acls` initialises a producer
+  on an id of the copy's prefix that no copy uses (`<prefix>acl-check`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -59,6 +61,7 @@ GROUPS = "<each synced group>"
 PLACEHOLDERS = (SOURCE_TOPICS, REMOTE_TOPICS, GROUPS)
 CLUSTER_NAME = "kafka-cluster"  # the one name a CLUSTER resource has
 TIMEOUT_S = 15.0
+TXN_PROBE = "acl-check"  # suffix of the transactional id that tests the copy's prefix
 # librdkafka does not mark these retriable on a group describe, though they only mean "ask again".
 COORDINATOR_NOT_READY = (
     KafkaError.NOT_COORDINATOR,
@@ -143,7 +146,7 @@ def _copy_grants(flow: FlowConfig) -> list[Grant]:
             transactional_id(flow.source, flow.target, "", 0)[: -len("-0")],
             PREFIXED,
             WRITE,
-            "one transactional id per partition (exactly-once copies)",
+            "one transactional id per partition, in both delivery modes",
         ),
     ]
     for topic, what in ((flow.offset_storage_topic, "progress"), (RUNS_TOPIC, "run records")):
@@ -238,7 +241,7 @@ def job_grants(flow: FlowConfig, job: str) -> list[Grant]:
         ]
     if job == "group_sync":
         return _translation_grants(flow) + [
-            Grant("target", GROUP, GROUPS, LITERAL, READ, "commit translated offsets (implies DESCRIBE)"),
+            Grant("target", GROUP, GROUPS, LITERAL, READ, "commit translated offsets"),
         ]
     if job == "heartbeats":
         topic = flow.heartbeats_topic
@@ -353,7 +356,7 @@ class MissingAcl(KafkaCallError):
 
     def __init__(self, flow: FlowConfig, job: str, missing: list[tuple[Resolved, str | None, str]]) -> None:
         lines = [
-            f"{principal or 'the principal of ' + r.cluster + ' client'} may not {r.grant.operation.name} "
+            f"{principal or 'mirrorflow principal on ' + r.cluster} may not {r.grant.operation.name} "
             f"{r.resource_text} on cluster {r.cluster} ({r.grant.why}); grant it: "
             f"{kafka_acls_command(r, principal, bootstrap)}"
             for r, principal, bootstrap in missing
@@ -380,8 +383,10 @@ class _Probe:
     authorized operations Kafka returns for the cluster, topics and groups it may describe
     (KIP-430), and a validate-only CreateTopics for topics still to be created."""
 
-    def __init__(self, admin: AdminClient, timeout_s: float) -> None:
-        self.admin, self.timeout_s = admin, timeout_s
+    def __init__(
+        self, admin: AdminClient, timeout_s: float, producer_config: Mapping[str, Any] | None = None
+    ) -> None:
+        self.admin, self.timeout_s, self.producer_config = admin, timeout_s, producer_config
         self.topics: dict[str, set[AclOperation] | None] = {}  # None: may not describe it
         self.missing_topics: set[str] = set()
         self.groups: dict[str, set[AclOperation] | None] = {}
@@ -456,8 +461,9 @@ class _Probe:
                 time.sleep(0.2)
 
     def allows(self, resolved: Resolved) -> bool | None:
-        """True/False when known; None when it cannot be told before the job runs (a
-        transactional id, or an operation other than CREATE on a topic not created yet)."""
+        """True/False when known; None when it cannot be told before the job runs (an
+        operation other than CREATE on a topic not created yet, CREATE on a topic that exists,
+        a transactional id without a producer config)."""
         grant = resolved.grant
         if grant.resource == CLUSTER:
             return _allowed(grant.operation, self.cluster)
@@ -471,7 +477,20 @@ class _Probe:
                 # An existing topic is not created again; with no DESCRIBE we cannot tell.
                 return None
             return _allowed(grant.operation, ops)
+        if grant.resource == TXN and grant.pattern == PREFIXED and self.producer_config is not None:
+            return self._may_use_transactional_ids(resolved.name)
         return None
+
+    def _may_use_transactional_ids(self, prefix: str) -> bool | None:
+        """Kafka has no "may I" for transactional ids, so one is used: a producer with an id of
+        the prefix that no copy has (a copy's ends in a partition number) initialises its
+        transactions, which needs WRITE on it and changes nothing a copy reads."""
+        producer = Producer({**self.producer_config, "transactional.id": f"{prefix}{TXN_PROBE}"})
+        try:
+            producer.init_transactions(self.timeout_s)
+        except KafkaException as exc:
+            return False if _code(exc) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED else None
+        return True
 
 
 def check_job_acls(
@@ -482,19 +501,20 @@ def check_job_acls(
     *,
     topics: Iterable[str] = (),
     groups: Iterable[str] = (),
+    producer_configs: Mapping[str, Mapping[str, Any]] | None = None,
     timeout_s: float = TIMEOUT_S,
 ) -> None:
     """Raise MissingAcl, before the job does anything, if its principal lacks an ACL of the
     table that can be checked up front (see `_Probe.allows`). `admins` and `admin_configs` are
     keyed "source" / "target"; `topics` and `groups` are the source topics and groups the job
-    will work on."""
+    will work on; `producer_configs` (by side) let it check transactional ids."""
     resolved = grants(flow, job, topics=topics, groups=groups)
     missing: list[tuple[Resolved, str | None, str]] = []
     for side, alias in (("source", flow.source), ("target", flow.target)):
         here = [r for r in resolved if r.cluster == alias and r.grant.side == side]
         if not here or side not in admins:
             continue
-        probe = _Probe(admins[side], timeout_s)
+        probe = _Probe(admins[side], timeout_s, (producer_configs or {}).get(side))
         probe.load(here)
         config = admin_configs[side]
         for r in here:
@@ -530,7 +550,8 @@ def require_job_acls(
         if GROUPS in needs:
             result = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
             groups = [g.group_id for g in result.valid if group_filter is None or group_filter(g.group_id)]
-    check_job_acls(flow, job, admins, configs, topics=topics, groups=groups)
+    producers = {"target": {**clients.target_producer, "log_level": 0}} if "target" in sides else {}
+    check_job_acls(flow, job, admins, configs, topics=topics, groups=groups, producer_configs=producers)
 
 
 def markdown_table(flow: FlowConfig) -> str:
