@@ -8,11 +8,14 @@ the resource and the kafka-acls command, and leave both clusters as they were. T
 granted (the principal now holds exactly the table's ACLs for the job, nothing more) and the
 same job must complete and do its work, so an ACL missing from the table fails here too.
 
-One ACL is left out per job, each a different (resource type, operation) where the jobs allow:
-topic CREATE (progress topic; the heartbeats topic again, as heartbeats need nothing else that
-can be checked before the topic exists), transactional-id WRITE, group DESCRIBE, topic ALTER, topic ALTER_CONFIGS,
-cluster ALTER, topic READ on the source (offset-syncs) and on the target (remote topic), group
-READ, and cluster DESCRIBE on the source (test_topic_sync covers that message).
+Each job has a case (replicate two), each leaving out a different (resource type, operation)
+where the jobs allow: topic CREATE (the progress topic; the heartbeats topic again, since the
+heartbeats job needs nothing else that can be checked before its topic exists),
+transactional-id WRITE, group DESCRIBE, topic ALTER, topic ALTER_CONFIGS, cluster ALTER, topic
+READ on the source (offset-syncs) and on the target (remote topic), and group READ; cluster
+DESCRIBE on the source is test_topic_sync's refused-ACL-sync case. A row the job needs but the
+table lacks fails its full run; a row the table has that a run did not need (failover's
+checkpoints READ while the source answers) is not caught here.
 """
 
 from __future__ import annotations
