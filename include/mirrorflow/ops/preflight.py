@@ -8,6 +8,7 @@ at once, each with its fix, before anything runs.
   nothing is almost always a typo, and MM2 would say nothing;
 - no two flows into one target write the same remote topic from different source topics (with
   the identity policy, `orders` of A and of C would be mixed in B's `orders`);
+- the ACLs each enabled job needs (see acls.py), in the words the job would fail with;
 - the durability of every topic the flows write on their targets (see durability.py).
 
 One metadata request per cluster and one ListConsumerGroups per source with checkpoints on.
@@ -22,6 +23,7 @@ from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
 from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.control.groups import list_groups
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, no_answer
+from mirrorflow.ops.acls import MissingAcl, require_job_acls
 from mirrorflow.ops.durability import check_config_durability
 from mirrorflow.policy import should_replicate_group, should_replicate_topic
 
@@ -54,6 +56,9 @@ def preflight(config: MirrorConfig, *, timeout_s: float) -> list[Problem]:
     for flow in replicating:
         problems += _filter_problems(flow, clients[flow.name], topics.get(flow.source, []))
     problems += _remote_clashes(replicating, topics)
+    for flow in flows:
+        if flow.name in clients and not {flow.source, flow.target} & silent:
+            problems += _acl_problems(config, flow, clients[flow.name])
     if not silent:
         problems += check_config_durability(config, timeout_s=timeout_s)
     return unique(problems)
@@ -139,6 +144,46 @@ def _filter_problems(flow: FlowConfig, clients: FlowClients, topics: list[str]) 
                     f"the group filter of {flow.name} (groups = {', '.join(flow.groups)}) matches none of the "
                     f"{len(groups)} consumer groups on {flow.source}, so no offsets are checkpointed",
                     "check the regular expressions (each must match a whole group id)",
+                )
+            )
+    return problems
+
+
+def _enabled_jobs(config: MirrorConfig, flow: FlowConfig) -> list[tuple[str, tuple[str, ...]]]:
+    """(job, sides it touches) of each job the config runs for `flow`."""
+    jobs: list[tuple[str, tuple[str, ...]]] = []
+    both = ("source", "target")
+    if config.replication_enabled(flow.source, flow.target):
+        jobs.append(("replicate", both))
+        jobs += [
+            (job, both)
+            for job, on in (
+                ("refresh_topics", flow.refresh_topics_enabled),
+                ("sync_topic_configs", flow.sync_topic_configs_enabled),
+                ("sync_topic_acls", flow.sync_topic_acls_enabled),
+                ("checkpoints", flow.emit_checkpoints_enabled and flow.emit_offset_syncs_enabled),
+                ("group_sync", flow.sync_group_offsets_enabled and flow.emit_checkpoints_enabled),
+            )
+            if on
+        ]
+    if config.heartbeats_enabled(flow.source, flow.target) and flow.emit_heartbeats_enabled:
+        jobs.append(("heartbeats", ("target",)))
+    return jobs
+
+
+def _acl_problems(config: MirrorConfig, flow: FlowConfig, clients: FlowClients) -> list[Problem]:
+    """The ACLs each enabled job of `flow` lacks, in the words the job itself would fail with."""
+    problems = []
+    for job, sides in _enabled_jobs(config, flow):
+        try:
+            require_job_acls(flow, job, clients, sides=sides)
+        except MissingAcl as exc:
+            problems.append(
+                error(
+                    f"{flow.name} {job}",
+                    str(exc).split(":\n", 1)[-1].strip(),
+                    "run the kafka-acls command shown on that cluster as an admin (see the README's "
+                    "least-privilege table), or give the job's principal those ACLs another way",
                 )
             )
     return problems
