@@ -10,7 +10,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -168,6 +168,20 @@ class ClusterWatch:
     def config(self, client_config: Mapping[str, Any]) -> dict[str, Any]:
         """The client config with this watch as its error callback."""
         return {**client_config, "error_cb": self.on_error}
+
+
+def served(call: Callable[[float], int], timeout: float) -> int:
+    """producer.flush or poll, with the fatal error underneath when confluent-kafka reports one.
+
+    After a fatal error (a fenced producer, an authorization refused) confluent-kafka 2.16 raises
+    it from flush() and then runs the delivery callbacks with that exception still set, which
+    Python reports as a SystemError from the callback; the KafkaException is its cause."""
+    try:
+        return call(timeout)
+    except SystemError as exc:
+        if isinstance(exc.__cause__, KafkaException):
+            raise exc.__cause__ from None
+        raise
 
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:

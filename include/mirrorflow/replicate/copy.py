@@ -40,7 +40,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, watermarks
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served, watermarks
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import (
     HEADER_PREFIX,
@@ -359,28 +359,14 @@ def _retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> A
             log.debug("%s: retrying after %s", what, error)
 
 
-def _served(call: Callable[[float], int], timeout: float) -> int:
-    """producer.flush or poll, with the fatal error underneath when confluent-kafka reports one.
-
-    After a fatal error (a fenced producer) confluent-kafka 2.16 raises it from flush() and then
-    runs the delivery callbacks with that exception still set, which Python reports as a
-    SystemError from the callback; the KafkaException is its cause."""
-    try:
-        return call(timeout)
-    except SystemError as exc:
-        if isinstance(exc.__cause__, KafkaException):
-            raise exc.__cause__ from None
-        raise
-
-
 def _flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIMEOUT_S) -> int:
     """producer.flush in short slices: returns what is still unsent after `timeout_s`, and raises
     ClusterUnreachable as soon as the cluster has been out of reach for its limit."""
     deadline = time.monotonic() + timeout_s
-    remaining = _served(producer.flush, 0)
+    remaining = served(producer.flush, 0)
     while remaining:
         before = remaining
-        remaining = _served(producer.flush, WAIT_SLICE_S)
+        remaining = served(producer.flush, WAIT_SLICE_S)
         if remaining < before:
             watch.alive()
         watch.check()
@@ -550,7 +536,7 @@ def _copy_attempt(
             if fence is not None and not target_gone:
                 _abort_quietly(fence, span)
         if succeeded:
-            _served(producer.flush, CLIENT_TIMEOUT_S)
+            served(producer.flush, CLIENT_TIMEOUT_S)
         else:
             # Serve what callbacks are left; the attempt's own error is what gets reported.
             with contextlib.suppress(KafkaException, SystemError):
@@ -908,7 +894,7 @@ class _PartitionCopy:
         headers: Any,
     ) -> None:
         while True:
-            _served(self.producer.poll, 0.01)
+            served(self.producer.poll, 0.01)
             self.target_watch.check()
             try:
                 self.producer.produce(

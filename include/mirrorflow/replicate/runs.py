@@ -44,7 +44,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.kafka import await_topics, read_partition
+from mirrorflow.kafka import await_topics, read_partition, served
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def write_run_record(
             partition=0,
             on_delivery=lambda err, msg: delivered.__setitem__(index, (err, msg)),
         )
-        producer.poll(0)
+        served(producer.poll, 0)
 
     chunks = body_chunks(body)
     first = next(chunks)
@@ -218,7 +218,7 @@ def write_run_record(
         ]
         send(sent, chunk_key, pending, last_headers)
         sent += 1
-    producer.flush(timeout_s)
+    served(producer.flush, timeout_s)
     if len(delivered) < sent:
         producer.purge()
         raise RunRecordNotStored(
