@@ -284,3 +284,41 @@ def test_cli_runs_a_job_for_the_named_flow_and_explains_bad_choices(kafka_cluste
     # B->A exists only for heartbeats: it replicates nothing, so it has no topic jobs.
     reverse = runner.invoke(main, ["refresh-topics", str(path), "--flow", "B->A"])
     assert reverse.exit_code == 2 and "refresh_topics is off for B->A" in reverse.output
+
+
+def test_remote_topics_are_created_and_grown_in_requests_under_kafkas_partition_limit(
+    kafka_clusters, monkeypatch
+) -> None:
+    """Kafka refuses a CreateTopics or CreatePartitions request of more than 10,000 partitions:
+    a first run over 2,000 topics of 10 partitions failed for every topic. Requests are cut;
+    here the cut is lowered to 4 partitions so a few topics take several real requests."""
+    from mirrorflow.kafka import await_topics
+    from mirrorflow.replicate import topics as remote_topics
+
+    a, b = kafka_clusters(2)
+    monkeypatch.setattr(remote_topics, "PARTITIONS_PER_REQUEST", 4)
+    create_topics(a.bootstrap, *((f"t{i}", 3) for i in range(5)))
+    seen: list[int] = []
+    cut = remote_topics.partition_batches
+
+    def recording(items, partitions):
+        for batch in cut(items, partitions):
+            seen.append(sum(partitions(item) for item in batch))
+            yield batch
+
+    monkeypatch.setattr(remote_topics, "partition_batches", recording)
+    flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
+
+    created = run_refresh_topics(flow)
+    assert sorted(created["created"]) == [f"A.t{i}" for i in range(5)] and created["errors"] == {}
+    assert seen == [3, 3, 3, 3, 3], "one 3-partition topic per request under a limit of 4"
+
+    source = admin(a)
+    for future in source.create_partitions([NewPartitions(f"t{i}", 5) for i in range(5)]).values():
+        future.result(30)
+    await_topics(source, {f"t{i}": 5 for i in range(5)})
+    seen.clear()
+    grown = run_refresh_topics(flow)
+    assert grown["grown"] == {f"A.t{i}": [3, 5] for i in range(5)}
+    assert seen == [4, 4, 2], "2 new partitions per topic, at most 4 per request"
+    assert all(partition_counts(b)[f"A.t{i}"] == 5 for i in range(5))
