@@ -8,9 +8,13 @@ cd "$(dirname "$0")/.."
 
 POM=kafka/pom.xml
 LIBS=kafka/libs
+# Kafka's tools jar (JmxTool, for the scale benchmark's broker request counts) lives apart: every
+# jar in kafka/libs joins the brokers' classpath and class-data-sharing archive.
+TOOLS=kafka/tools
 STAMP=$LIBS/.resolved
+VERSION=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM")
 want=$(sha256sum "$POM" | cut -d' ' -f1)
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -f "$TOOLS/kafka-tools-$VERSION.jar" ]; then
     exit 0
 fi
 
@@ -27,9 +31,10 @@ if ! command -v mvn >/dev/null 2>&1; then
     fi
 fi
 
-echo "Resolving Apache Kafka $(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM") from Maven Central into $LIBS..." >&2
+echo "Resolving Apache Kafka $VERSION from Maven Central into $LIBS and $TOOLS..." >&2
 rm -rf "$LIBS.partial"
 mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$PWD/$LIBS.partial" -DincludeScope=runtime
+mvn -q -B -f "$POM" dependency:copy -Dartifact="org.apache.kafka:kafka-tools:$VERSION" -DoutputDirectory="$PWD/$TOOLS"
 rm -rf "$LIBS"
 mv "$LIBS.partial" "$LIBS"
 echo "$want" > "$STAMP"

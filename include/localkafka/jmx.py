@@ -6,11 +6,9 @@ counter (one per request type and version, what a broker has served since it sta
 them per request type over the nodes; the difference of two readings is what the clients sent
 in between, counted where it arrived.
 
-JmxTool lives in the kafka-tools jar, which the broker does not need, so `make setup` does not
-put it into kafka/libs (a jar there would join every broker's classpath). It is taken from
-kafka/libs when someone put it there, else from the local Maven repository, where
-`mvn dependency:get -Dartifact=org.apache.kafka:kafka-tools:<version> -Dtransitive=false` puts
-it; its own dependencies (argparse4j, jackson) are among the broker's jars.
+JmxTool lives in the kafka-tools jar, which the broker does not need: `make setup` puts it in
+kafka/tools, not kafka/libs (a jar there would join every broker's classpath and class-data
+sharing archive). Its own dependencies (argparse4j, jackson) are among the broker's jars.
 """
 
 from __future__ import annotations
@@ -52,16 +50,22 @@ _LINE = re.compile(r"^(?P<name>kafka\.[^:]+:[^:]+):(?P<attribute>\w+)=(?P<value>
 
 
 def tools_jar() -> Path:
-    """The kafka-tools jar of the pinned version: kafka/libs first, then the local Maven repository."""
+    """The kafka-tools jar of the pinned version: kafka/tools (where `make setup` puts it),
+    kafka/libs, then the local Maven repository."""
     version = runtime.kafka_version()
     name = f"kafka-tools-{version}.jar"
     maven = Path(os.environ.get("MAVEN_REPOSITORY", Path.home() / ".m2" / "repository"))
-    for candidate in (runtime.libs_dir() / name, maven / "org/apache/kafka/kafka-tools" / version / name):
+    tools = runtime.libs_dir().parent / "tools"
+    for candidate in (
+        tools / name,
+        runtime.libs_dir() / name,
+        maven / "org/apache/kafka/kafka-tools" / version / name,
+    ):
         if candidate.exists():
             return candidate
     raise runtime.RuntimeMissing(
-        f"{name} (Kafka's JmxTool) is neither in {runtime.libs_dir()} nor in {maven}; fetch it with "
-        f"`mvn -q dependency:get -Dartifact=org.apache.kafka:kafka-tools:{version} -Dtransitive=false`"
+        f"{name} (Kafka's JmxTool) is not in {tools}, {runtime.libs_dir()} or {maven}; `make setup` "
+        "puts it in kafka/tools"
     )
 
 
