@@ -192,6 +192,29 @@ def shared_clusters(request: pytest.FixtureRequest) -> list[Cluster]:
     return pool.get(*ALIASES[:3])
 
 
+@contextlib.contextmanager
+def cluster_pair(
+    tmp_path_factory: pytest.TempPathFactory, security: Security
+) -> Iterator[tuple[LocalKafka, LocalKafka]]:
+    """Two clusters A and B of a module's own with `security`, started side by side (their JVMs
+    start together), stopped when the block ends."""
+    a, b = (
+        LocalKafka(
+            tmp_path_factory.mktemp(f"kafka-{alias}"), overrides=TEST_BROKER_OVERRIDES, security=security
+        )
+        for alias in "AB"
+    )
+    try:
+        a.launch()
+        b.launch()
+        a.start()
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
 @pytest.fixture
 def local_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalKafka]]:
     """Start clusters of this test's own (`local_kafka(brokers=3, overrides=..., security=...)`);

@@ -20,7 +20,7 @@ import pytest
 from localkafka import LocalKafka, Security, TlsFiles, make_tls
 from localkafka.keytool import key_store, trust_store
 
-from ..conftest import TEST_BROKER_OVERRIDES, Cluster
+from ..conftest import Cluster, cluster_pair
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import mm2_text
 
@@ -57,22 +57,10 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
     directory = tmp_path_factory.mktemp("java-stores")
     tls = make_tls(directory / "tls", clients=("mirror",))
     security = Security(listeners=("SSL", "MTLS"), tls=tls)
-    pair = SecuredPair(
-        tls,
-        LocalKafka(tmp_path_factory.mktemp("kafka-A"), overrides=TEST_BROKER_OVERRIDES, security=security),
-        LocalKafka(tmp_path_factory.mktemp("kafka-B"), overrides=TEST_BROKER_OVERRIDES, security=security),
-        directory / "stores",
-    )
-    pair.stores.mkdir()
-    try:
-        pair.a.launch()
-        pair.b.launch()
-        pair.a.start()
-        pair.b.start()
+    with cluster_pair(tmp_path_factory, security) as (a, b):
+        pair = SecuredPair(tls, a, b, directory / "stores")
+        pair.stores.mkdir()
         yield pair
-    finally:
-        pair.a.stop()
-        pair.b.stop()
 
 
 def replicate(pair: SecuredPair, config_text: str, tmp_path: Path) -> str:

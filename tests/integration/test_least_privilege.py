@@ -66,7 +66,7 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.service import plan_run, report_run
 
-from ..conftest import TEST_BROKER_OVERRIDES
+from ..conftest import cluster_pair
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import SINGLE_BROKER
 
@@ -118,23 +118,12 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     security = Security(
         listeners=("SASL_PLAINTEXT",), scram_users={USER: PASSWORD, READER: READER_PASSWORD}, authorizer=True
     )
-    clusters = Pair(
-        LocalKafka(tmp_path_factory.mktemp("kafka-A"), overrides=TEST_BROKER_OVERRIDES, security=security),
-        LocalKafka(tmp_path_factory.mktemp("kafka-B"), overrides=TEST_BROKER_OVERRIDES, security=security),
-    )
-    try:
-        clusters.a.launch()
-        clusters.b.launch()
-        clusters.a.start()
-        clusters.b.start()
-        create_topics(clusters.a.bootstrap, ("orders", 2, {"retention.ms": "86400000"}))
-        produce(clusters.a.bootstrap, "orders", records(0, 30))
-        commit(clusters.a.bootstrap, "app", {0: 5, 1: 7})
-        commit(clusters.a.bootstrap, "fo", {0: 10, 1: 12})
-        yield clusters
-    finally:
-        clusters.a.stop()
-        clusters.b.stop()
+    with cluster_pair(tmp_path_factory, security) as (a, b):
+        create_topics(a.bootstrap, ("orders", 2, {"retention.ms": "86400000"}))
+        produce(a.bootstrap, "orders", records(0, 30))
+        commit(a.bootstrap, "app", {0: 5, 1: 7})
+        commit(a.bootstrap, "fo", {0: 10, 1: 12})
+        yield Pair(a, b)
 
 
 def records(start: int, end: int) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.service import plan_run, report_run
 
-from ..conftest import TEST_BROKER_OVERRIDES
+from ..conftest import cluster_pair
 from .kafkatools import create_topics, produce, read_topic
 from .test_failover_helpers import commit_at
 
@@ -71,21 +71,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredPair]:
     directory = tmp_path_factory.mktemp("secured")
     tls = make_tls(directory / "tls", clients=(USER,))
     security = Security(listeners=("SASL_SSL", "MTLS"), scram_users={USER: PASSWORD}, tls=tls)
-    pair = SecuredPair(
-        tls,
-        LocalKafka(tmp_path_factory.mktemp("kafka-A"), overrides=TEST_BROKER_OVERRIDES, security=security),
-        LocalKafka(tmp_path_factory.mktemp("kafka-B"), overrides=TEST_BROKER_OVERRIDES, security=security),
-        directory,
-    )
-    try:
-        pair.a.launch()
-        pair.b.launch()
-        pair.a.start()
-        pair.b.start()
-        yield pair
-    finally:
-        pair.a.stop()
-        pair.b.stop()
+    with cluster_pair(tmp_path_factory, security) as (a, b):
+        yield SecuredPair(tls, a, b, directory)
 
 
 def config_text(pair: SecuredPair, how: str, topic: str) -> str:
