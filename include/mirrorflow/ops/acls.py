@@ -531,10 +531,14 @@ def require_job_acls(
     *,
     sides: tuple[str, ...] = ("source", "target"),
     group_filter: Callable[[str], object] | None = None,
+    listed: tuple[list[str], list[str]] | None = None,
 ) -> None:
     """check_job_acls with the flow's own clients, for the source topics and groups the
     principal can see (and the flow's filters keep): the first thing each job does after its
-    reachability check, so a missing ACL fails the job before it changes anything."""
+    reachability check, so a missing ACL fails the job before it changes anything.
+
+    `listed`: the source's (topics, groups) when the caller has listed them already (the
+    preflight checks several jobs of one flow), so they are not listed again per job."""
     configs = {side: {**clients.admin(side), "log_level": 0} for side in sides}
     admins = {side: admin_client(config) for side, config in configs.items()}
     needs = {g.name for g in job_grants(flow, job) if g.side in sides}
@@ -543,15 +547,27 @@ def require_job_acls(
     # Topic and group names come from the source; without it (a failover from checkpoints while
     # the source is down) only the named resources are checked.
     if "source" in sides and needs & {SOURCE_TOPICS, REMOTE_TOPICS, GROUPS}:
-        source = admins["source"]
+        all_topics, all_groups = listed if listed is not None else source_names(admins["source"], needs)
         if needs & {SOURCE_TOPICS, REMOTE_TOPICS}:
-            listed = source.list_topics(timeout=TIMEOUT_S).topics
-            topics = [name for name, meta in listed.items() if meta.error is None]
+            topics = all_topics
         if GROUPS in needs:
-            result = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
-            groups = [g.group_id for g in result.valid if group_filter is None or group_filter(g.group_id)]
+            groups = [g for g in all_groups if group_filter is None or group_filter(g)]
     producers = {"target": {**clients.target_producer, "log_level": 0}} if "target" in sides else {}
     check_job_acls(flow, job, admins, configs, topics=topics, groups=groups, producer_configs=producers)
+
+
+def source_names(source: AdminClient, needs: set[str] | None = None) -> tuple[list[str], list[str]]:
+    """(topics, groups) the principal can see on the source; each listed only if `needs` (the
+    placeholder names of the grants to check) asks for it, both when None."""
+    topics: list[str] = []
+    groups: list[str] = []
+    if needs is None or needs & {SOURCE_TOPICS, REMOTE_TOPICS}:
+        metadata = source.list_topics(timeout=TIMEOUT_S).topics
+        topics = [name for name, meta in metadata.items() if meta.error is None]
+    if needs is None or GROUPS in needs:
+        result = source.list_consumer_groups(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+        groups = [g.group_id for g in result.valid]
+    return topics, groups
 
 
 def markdown_table(flow: FlowConfig) -> str:

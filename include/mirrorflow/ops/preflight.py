@@ -23,7 +23,7 @@ from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
 from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.control.groups import list_groups
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, no_answer
-from mirrorflow.ops.acls import MissingAcl, require_job_acls
+from mirrorflow.ops.acls import MissingAcl, require_job_acls, source_names
 from mirrorflow.ops.durability import check_config_durability
 from mirrorflow.policy import should_replicate_group, should_replicate_topic
 
@@ -174,9 +174,16 @@ def _enabled_jobs(config: MirrorConfig, flow: FlowConfig) -> list[tuple[str, tup
 def _acl_problems(config: MirrorConfig, flow: FlowConfig, clients: FlowClients) -> list[Problem]:
     """The ACLs each enabled job of `flow` lacks, in the words the job itself would fail with."""
     problems = []
-    for job, sides in _enabled_jobs(config, flow):
+    jobs = _enabled_jobs(config, flow)
+    # The source's topics and groups once for all the flow's jobs, not once per job.
+    listed = (
+        source_names(admin_client({**clients.source_admin, "log_level": 0}))
+        if any("source" in sides for _, sides in jobs)
+        else None
+    )
+    for job, sides in jobs:
         try:
-            require_job_acls(flow, job, clients, sides=sides)
+            require_job_acls(flow, job, clients, sides=sides, listed=listed)
         except MissingAcl as exc:
             problems.append(
                 error(
