@@ -26,6 +26,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TIMEOUT_S = 60.0
 POLL_S = 0.05
+# How long an unanswered metadata probe waits, after giving up, for a connection error saying why.
+REASON_GRACE_S = 3.0
 ATTEMPT_S = 5.0
 # librdkafka's own codes for "the broker asked is gone": worth asking again, after a metadata refresh.
 LEADER_GONE = (
@@ -196,14 +198,22 @@ def no_answer(config: Mapping[str, Any], timeout_s: float) -> str | None:
     The metadata call only says "Broker transport failure"; the connection errors say why (a
     TLS handshake with a plaintext listener, SASL refused, a certificate not trusted), so the
     last of them is added. They name brokers and mechanisms, never credentials."""
-    seen: list[str] = []
+    reasons: list[str] = []
+
+    def on_error(error: KafkaError) -> None:
+        # "1/1 brokers are down" and the metadata timeout say that it failed, not why.
+        if error.code() != KafkaError._ALL_BROKERS_DOWN and "Failed to get metadata" not in error.str():
+            reasons.append(error.str())
+
     probe = {
         **config,
-        "socket.connection.setup.timeout.ms": max(1000, int(timeout_s * 1000)),
+        # Longer than the wait and its grace: librdkafka gives up a connection's setup silently,
+        # so a handshake that fails late would otherwise never say why.
+        "socket.connection.setup.timeout.ms": max(1000, int((timeout_s + REASON_GRACE_S) * 1000) + 1000),
         # The probe's failed connections are its answer, said once by the caller, not a stream of
         # librdkafka lines (one per reconnect backoff).
         "log_level": 0,
-        "error_cb": lambda error: seen.append(error.str()),
+        "error_cb": on_error,
     }
     admin = admin_client(probe)
     try:
@@ -211,9 +221,14 @@ def no_answer(config: Mapping[str, Any], timeout_s: float) -> str | None:
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
         why = f"{error.name()}: {error.str()}" if isinstance(error, KafkaError) else str(exc)
-        admin.poll(0)  # serves the error callbacks
-        behind = next((text for text in reversed(seen) if "Failed to get metadata" not in text), None)
-        return why if behind is None else f"{why}; last connection error: {behind}"
+        # A connection's failure can reach the callback after the metadata call gave up (a TLS
+        # handshake the broker ends only once it has read a bogus request size, on a loaded
+        # machine): wait a little for a reason before answering without one.
+        grace = time.monotonic() + REASON_GRACE_S
+        admin.poll(0)
+        while not reasons and time.monotonic() < grace:
+            admin.poll(0.1)
+        return why if not reasons else f"{why}; last connection error: {reasons[-1]}"
     return None
 
 

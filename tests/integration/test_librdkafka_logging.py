@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
+import threading
 import time
 
 import pytest
@@ -21,7 +23,7 @@ from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints
 from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.topic_sync import run_sync_topic_configs
-from mirrorflow.kafka import ClusterUnreachable
+from mirrorflow.kafka import ClusterUnreachable, no_answer
 from mirrorflow.replicate.service import plan_run
 
 from ..conftest import Cluster
@@ -160,3 +162,32 @@ def test_the_error_says_why_a_connection_failed_not_only_that_it_did(shared_clus
     message = str(raised.value)
     assert "cluster B (target of A->B)" in message
     assert "last connection error" in message and "SSL handshake failed" in message
+
+
+def test_a_connection_that_fails_after_the_wait_still_says_why() -> None:
+    """CI failure of the test above on a loaded machine: the plaintext listener ended the TLS
+    handshake only after the probe's wait, so the error had no reason. An endpoint that ends each
+    connection 1 s after the wait replays that moment on every run."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            held.append(conn)
+            threading.Timer(WAIT_MS / 1000 + 1.0, conn.close).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        why = no_answer(
+            {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL"}, WAIT_MS / 1000
+        )
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert why is not None and "last connection error" in why and "SSL handshake failed" in why, why
