@@ -459,10 +459,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", CASES, ids=[f"{c.job}-{c.left_out[3].lower()}-{c.left_out[1].lower()}" for c in CASES]
-)
-def test_each_job_needs_exactly_its_acls_and_names_a_missing_one(pair: Pair, case: Case) -> None:
+def case_id(case: Case) -> str:
+    return f"{case.job}-{case.left_out[3].lower()}-{case.left_out[1].lower()}"
+
+
+def check_case(pair: Pair, case: Case) -> None:
     config = pair.config()
     case.prepare(pair)
     left_out = case.resolved(config)
@@ -480,6 +481,20 @@ def test_each_job_needs_exactly_its_acls_and_names_a_missing_one(pair: Pair, cas
     case.done(pair, summary)
 
 
+def test_each_job_needs_exactly_its_acls_and_names_a_missing_one(pair: Pair, subtests) -> None:
+    """The cases build on each other (the replicate case copies what the migrate case left, the
+    checkpoint case reads the offset-syncs the copies wrote, the enforcement and read-only checks
+    follow the ACL sync and copies), so they run in order in one test: pytest-xdist spreads a
+    module's tests over its workers, each with its own cluster pair, and split ones failed."""
+    for case in CASES:
+        with subtests.test(msg=case_id(case)):
+            check_case(pair, case)
+    with subtests.test(msg="synced ACLs are enforced"):
+        synced_acls_are_what_the_target_authorizer_enforces(pair)
+    with subtests.test(msg="read-only source"):
+        a_read_only_source_is_never_written_and_needs_only_read_and_describe_there(pair)
+
+
 def as_reader(pair: Pair, alias: str) -> dict[str, Any]:
     """librdkafka settings of the reader on `alias`'s SCRAM listener."""
     return {
@@ -491,7 +506,7 @@ def as_reader(pair: Pair, alias: str) -> dict[str, Any]:
     }
 
 
-def test_synced_acls_are_what_the_target_authorizer_enforces(pair: Pair) -> None:
+def synced_acls_are_what_the_target_authorizer_enforces(pair: Pair) -> None:
     """After the ACL sync case: the reader, who may do ALL on `orders` on A, may read `A.orders`
     on B (ALLOW ALL became ALLOW READ) but not write it (only the replication flow writes)."""
     settings = as_reader(pair, "B")
@@ -518,7 +533,7 @@ def test_synced_acls_are_what_the_target_authorizer_enforces(pair: Pair) -> None
     assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
 
-def test_a_read_only_source_is_never_written_and_needs_only_read_and_describe_there(pair: Pair) -> None:
+def a_read_only_source_is_never_written_and_needs_only_read_and_describe_there(pair: Pair) -> None:
     """offset-syncs.topic.location = target: no job writes, creates or alters anything on the
     source, and the table asks for nothing there but READ, DESCRIBE and DESCRIBE_CONFIGS (and
     DESCRIBE on the cluster, for the ACL sync). Replicate and checkpoints then run with exactly
