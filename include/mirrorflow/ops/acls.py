@@ -101,6 +101,7 @@ JOBS = (
     "group_sync",
     "heartbeats",
     "failover",
+    "verify",
 )
 
 
@@ -256,6 +257,40 @@ def job_grants(flow: FlowConfig, job: str) -> list[Grant]:
                 "target", TOPIC, flow.checkpoints_topic, LITERAL, READ, "checkpoints, if the source is down"
             ),
             Grant("target", GROUP, "mirrorflow-reader", LITERAL, DESCRIBE, "checkpoints reader's group id"),
+        ]
+    if job == "verify":
+        return [
+            Grant("source", TOPIC, SOURCE_TOPICS, LITERAL, READ, "read the source records"),
+            Grant(
+                "source", TOPIC, SOURCE_TOPICS, LITERAL, DESCRIBE_CONFIGS, "see which topics are compacted"
+            ),
+            Grant(
+                "source",
+                GROUP,
+                f"mirrorflow-{flow.source}->{flow.target}",
+                LITERAL,
+                DESCRIBE,
+                "source reader's group id",
+            ),
+            Grant("target", TOPIC, REMOTE_TOPICS, LITERAL, READ, "read the copies"),
+            Grant(
+                "target", TOPIC, REMOTE_TOPICS, LITERAL, DESCRIBE_CONFIGS, "see which topics are compacted"
+            ),
+            Grant(
+                "target", TOPIC, flow.offset_storage_topic, LITERAL, READ, "read progress (what was copied)"
+            ),
+            Grant(
+                "target",
+                GROUP,
+                f"mirrorflow-progress-{flow.source}",
+                LITERAL,
+                DESCRIBE,
+                "progress reader's group id",
+            ),
+            Grant("target", TOPIC, RUNS_TOPIC, LITERAL, CREATE, "create the run records topic"),
+            Grant("target", TOPIC, RUNS_TOPIC, LITERAL, READ, "read the plan and reports"),
+            Grant("target", TOPIC, RUNS_TOPIC, LITERAL, WRITE, "store the plan, report and summary"),
+            Grant("target", GROUP, "mirrorflow-reader", LITERAL, DESCRIBE, "target reader's group id"),
         ]
     raise ValueError(f"unknown job {job!r}; jobs: {', '.join(JOBS)}")
 
