@@ -20,7 +20,7 @@ def main() -> None:
 
 
 # Modules under mirrorflow.commands whose COMMANDS join `main`.
-COMMAND_MODULES: tuple[str, ...] = ("maintenance", "replicate", "control", "failover")
+COMMAND_MODULES: tuple[str, ...] = ("maintenance", "replicate", "control", "failover", "verify")
 
 
 def _register_commands() -> None:
