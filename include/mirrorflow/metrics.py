@@ -2,8 +2,8 @@
 
 Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app serves these on
 /metrics. Everything comes from one status snapshot: the last run of every flow (its figures
-and the lag it left), every flow's lag now (also for a flow MM2 runs) and every cluster's
-upstreams (heartbeat age, hops).
+and the lag it left), every flow's last verification (its verdict and counts), every flow's lag
+now (also for a flow MM2 runs) and every cluster's upstreams (heartbeat age, hops).
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mirrorflow.control.mirror_client import MirrorStatus
+from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+
+# ops.verify's verdicts, the passing ones first.
+VERDICTS_OK = ("verified", "sample passed")
+VERDICTS = (*VERDICTS_OK, "incomplete", "failed")
 
 
 class StatusCollector(Collector):
@@ -95,6 +99,61 @@ class StatusCollector(Collector):
             for topic, row in sorted(flow.last_run.get("topics", {}).items()):
                 lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
         yield from (last, records, copied, failed, lag, lost, progress_lag)
+        yield from verification_metrics(status.flows)
+
+
+def verification_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:
+    """The last verification of every flow that has one; a flow never verified has no series,
+    so `absent()` or `time() - mirrorflow_verification_timestamp_seconds` alerts on it."""
+    labels = ["flow"]
+    when = GaugeMetricFamily(
+        "mirrorflow_verification_timestamp_seconds",
+        "When the flow's last verification summary was written",
+        labels=labels,
+    )
+    ok = GaugeMetricFamily(
+        "mirrorflow_verification_ok",
+        "1 if the flow's last verification passed (verified, or its sample passed), else 0",
+        labels=labels,
+    )
+    verdict = GaugeMetricFamily(
+        "mirrorflow_verification_verdict",
+        "1 for the verdict of the flow's last verification, 0 for the others",
+        labels=["flow", "verdict"],
+    )
+    matched = GaugeMetricFamily(
+        "mirrorflow_verification_matched_records",
+        "Records the last verification found copied exactly",
+        labels=labels,
+    )
+    wrong = GaugeMetricFamily(
+        "mirrorflow_verification_wrong_records",
+        "Records the last verification found missing, different, unexpected or repeated on the target",
+        labels=labels,
+    )
+    explained = GaugeMetricFamily(
+        "mirrorflow_verification_explained_records",
+        "Differences the last verification found explained (retention, compaction, at-least-once repeats)",
+        labels=labels,
+    )
+    pending = GaugeMetricFamily(
+        "mirrorflow_verification_pending_records",
+        "Source offsets the last verification found not copied yet",
+        labels=labels,
+    )
+    for flow in flows:
+        last = flow.last_verification
+        if last is None or flow.last_verification_ms is None:
+            continue
+        when.add_metric([flow.flow], flow.last_verification_ms / 1000)
+        ok.add_metric([flow.flow], 1.0 if last["verdict"] in VERDICTS_OK else 0.0)
+        for name in VERDICTS:
+            verdict.add_metric([flow.flow, name], 1.0 if last["verdict"] == name else 0.0)
+        matched.add_metric([flow.flow], float(last["matched"]))
+        wrong.add_metric([flow.flow], float(last["wrong_total"]))
+        explained.add_metric([flow.flow], float(last["explained_total"]))
+        pending.add_metric([flow.flow], float(last["pending"]))
+    yield from (when, ok, verdict, matched, wrong, explained, pending)
 
 
 def render(status: MirrorStatus) -> bytes:

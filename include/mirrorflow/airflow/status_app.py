@@ -3,7 +3,8 @@
 The plugin in plugins/ mounts it in Airflow's api-server under /mirrorflow. Airflow tasks have
 no shared store with the api-server, so everything shown is read from Kafka (heartbeat topics
 and the run-records topic, see mirrorflow.control.mirror_client) and cached briefly, so a page
-refresh or a scrape does not re-read every cluster.
+refresh or a scrape does not re-read every cluster. Per flow the page shows the last run, its
+worst topics and failed partitions, and the last verification (its verdict and counts).
 
 /status and /ui need an Airflow login (the api-server's own check); /metrics is for scrapers,
 which cannot log in: set MIRRORFLOW_METRICS_TOKEN to require `Authorization: Bearer <token>`,
@@ -98,11 +99,15 @@ PAGE = """<!doctype html>
  table{border-collapse:collapse;margin:.5rem 0 1.5rem}
  th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;font-size:.9rem}
  th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647} .more{color:#57606a}
+ .warn{color:#b54708;font-weight:600}
 </style></head>
 <body><h1>mirrorflow replication status</h1><p id="when">loading…</p>
 <h2>Flows</h2><table id="flows"><tr><th>flow</th><th>lag now</th><th>last run</th><th>finished</th>
 <th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th>
 <th>copied again from the start (topic recreated)</th></tr></table>
+<h2>Last verification per flow</h2><table id="verifications"><tr><th>flow</th><th>verdict</th>
+<th>finished</th><th>verification</th><th>matched</th><th>wrong</th><th>explained</th><th>pending</th>
+<th>partitions not read</th><th>sample</th></tr></table>
 <h2>Topics of the last runs, the worst first</h2><table id="topics"><tr><th>flow</th><th>topic</th>
 <th>partitions copied</th><th>records</th><th>failed partitions</th><th>lost to retention</th>
 <th>lag left</th></tr></table>
@@ -145,6 +150,16 @@ fetch("status").then(r=>r.json()).then(s=>{
     for(const p of bad){const tr=failed.insertRow();cell(tr,f.flow);cell(tr,p.topic+"-"+p.partition);
       cell(tr,p.error,"bad");}
     more(failed,f.flow,t.failed_partitions-bad.length,"failed partition(s): the run's report lists every one");}
+  const checks=document.getElementById("verifications");
+  const VERDICT={"verified":"ok","sample passed":"ok","incomplete":"warn","failed":"bad"};
+  for(const f of s.flows){const r=checks.insertRow();cell(r,f.flow);const v=f.last_verification;
+    if(!v){cell(r,f.error?"-":"never verified");continue;}
+    cell(r,v.verdict,VERDICT[v.verdict]||"bad");
+    cell(r,new Date(v.finished_ms??f.last_verification_ms).toISOString());cell(r,v.run_id);
+    cell(r,v.matched);cell(r,v.wrong_total,v.wrong_total?"bad":"ok");cell(r,v.explained_total);
+    cell(r,v.pending,v.pending?"warn":"ok");cell(r,v.failed_partitions,v.failed_partitions?"bad":"ok");
+    const whole=v.sample===null||v.sample===undefined;
+    cell(r,whole?"all records":Number((v.sample*100).toPrecision(6))+"%"+(v.confidence?": "+v.confidence:""));}
   const clusters=document.getElementById("clusters");
   for(const c of s.clusters){
     if(c.error){const r=clusters.insertRow();cell(r,c.alias);cell(r,c.error,"bad");continue;}

@@ -2,7 +2,7 @@
 
 Each job command runs MM2's periodic job once for every flow that has it on (or the flows named
 with --flow), through the same function its Airflow DAG calls; `status` prints what MirrorClient
-would report per cluster plus each flow's last run.
+would report per cluster plus each flow's last run and last verification.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
@@ -198,8 +199,8 @@ def _acls_table(result: dict[str, Any]) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON instead of tables.")
 def status_command(config_file: Path, clusters: tuple[str, ...], as_json: bool) -> None:
     """Replication paths per cluster, read from heartbeat topics as MM2's MirrorClient reads them,
-    the age of the newest heartbeat from each upstream cluster, each flow's last run, and each
-    flow's lag now (from the source offsets MM2 and mirrorflow both store)."""
+    the age of the newest heartbeat from each upstream cluster, each flow's last run and last
+    verification, and each flow's lag now (from the source offsets MM2 and mirrorflow both store)."""
     config = _load(config_file)
     unknown = [alias for alias in clusters if alias not in config.clusters]
     if unknown:
@@ -211,7 +212,12 @@ def status_command(config_file: Path, clusters: tuple[str, ...], as_json: bool) 
         click.echo(json.dumps(status, indent=2, sort_keys=True))
         return
     console = _console()
-    for table in (_paths_table(status), _remote_table(status), _runs_table(status)):
+    for table in (
+        _paths_table(status),
+        _remote_table(status),
+        _runs_table(status),
+        _verifications_table(status),
+    ):
         console.print(table)
 
 
@@ -291,6 +297,46 @@ def _runs_table(status: dict[str, Any]) -> Table:
                 str(lag),
                 now,
             )
+    return table
+
+
+VERDICT_STYLE = {"verified": "green", "sample passed": "green", "incomplete": "yellow", "failed": "red"}
+
+
+def _verifications_table(status: dict[str, Any]) -> Table:
+    table = Table(title="Replication flows: last verification")
+    for column in (
+        "flow",
+        "verdict",
+        "finished",
+        "verification",
+        "matched",
+        "wrong",
+        "explained",
+        "pending",
+        "partitions not read",
+        "sample",
+    ):
+        table.add_column(column, overflow="fold")
+    for flow in status["flows"]:
+        last = flow["last_verification"]
+        if last is None:
+            table.add_row(flow["flow"], "-" if flow["error"] else "never verified", *[""] * 8)
+            continue
+        style = VERDICT_STYLE.get(last["verdict"], "red")
+        sample = "all records" if last["sample"] is None else f"{last['sample'] * 100:g}%"
+        table.add_row(
+            flow["flow"],
+            f"[{style}]{escape(str(last['verdict']))}[/{style}]",
+            _time(last["finished_ms"] or flow["last_verification_ms"]),
+            escape(str(last["run_id"])),
+            str(last["matched"]),
+            str(last["wrong_total"]),
+            str(last["explained_total"]),
+            str(last["pending"]),
+            str(last["failed_partitions"]),
+            sample,
+        )
     return table
 
 

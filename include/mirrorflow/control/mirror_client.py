@@ -10,9 +10,9 @@ replicationHops and remoteTopics (cycle guards included), so monitoring built fo
 
 `mirror_status` adds what MirrorClient does not: how old the newest heartbeat from each upstream
 cluster is (an upper bound on that path's replication lag), which heartbeat jobs write into each
-cluster, each flow's last run summary from the run-records topic, and each flow's lag now, from
-the source offsets MM2 and mirrorflow both store (so a flow MM2 runs shows it too). The status
-page reuses it.
+cluster, each flow's last run summary and last verification from the run-records topic, and
+each flow's lag now, from the source offsets MM2 and mirrorflow both store (so a flow MM2 runs
+shows it too). The status page, its metrics and `mirrorflow status` reuse it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader, watermarks
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
+from mirrorflow.ops.verify import SUMMARY_KIND as VERIFY_SUMMARY_KIND
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
 from mirrorflow.replicate.progress import ProgressReadError, read_progress
@@ -286,6 +287,10 @@ class FlowStatus:
     flow: str
     last_run: dict[str, Any] | None = None
     last_run_ms: int | None = None  # when the summary was written
+    # The newest verification's verdict and figures (verification_overview); its mismatches stay
+    # in the stored summary and report.
+    last_verification: dict[str, Any] | None = None
+    last_verification_ms: int | None = None  # when its summary was written
     # Offsets of the source not replicated yet, per source topic, measured now from the flow's
     # stored source offsets, which MM2 and mirrorflow both keep: it shows a flow MM2 runs too.
     lag: dict[str, int] | None = None
@@ -336,50 +341,78 @@ def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStat
     return status
 
 
-def last_run_summary(
-    consumer_config: dict[str, Any], flow: str, *, timeout_s: float = TIMEOUT_S
-) -> tuple[dict[str, Any], int] | None:
-    """The newest whole run summary of `flow` in the run-records topic and when it was written,
-    or None.
+def last_run_summaries(
+    consumer_config: dict[str, Any],
+    flow: str,
+    kinds: Iterable[str] = (SUMMARY_KIND,),
+    *,
+    timeout_s: float = TIMEOUT_S,
+) -> dict[str, tuple[dict[str, Any], int]]:
+    """The newest whole run record of each of `kinds` of `flow` in the run-records topic and when
+    it was written; kinds not found are left out.
 
     The topic keeps a month of plans and reports, so it is read backwards from its end in
-    widening windows instead of from the beginning. Summaries are small enough to be single
-    records (old and new alike); one stored in chunks is put together from its first chunk,
-    and one that cannot be (its writer stopped mid-way) is passed over for the one before.
+    widening windows instead of from the beginning, once for all the kinds, and only until each
+    is found. Summaries are small enough to be single records (old and new alike); one stored in
+    chunks is put together from its first chunk, and one that cannot be (its writer stopped
+    mid-way) is passed over for the one before.
     """
+    wanted = set(kinds)
+    newest: dict[str, tuple[dict[str, Any], int]] = {}
     consumer = reader(consumer_config)
     try:
         meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
         if meta is None or meta.error is not None:
-            return None
+            return newest
         low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
     finally:
         consumer.close()
     window = FIRST_SCAN
     end = high
-    while end > low:
+    while end > low and wanted - newest.keys():
         start = max(low, end - window)
-        # (offset, body or None for a chunked one to put together, timestamp), oldest first
-        found: list[tuple[int, str | None, int]] = []
+        # (offset, kind, body or None for a chunked one to put together, timestamp), oldest first
+        found: list[tuple[int, str, str | None, int]] = []
         for message in read_ranges(consumer_config, {(RUNS_TOPIC, 0): (start, end)}, timeout_s):
             name, _, kind, chunked = parse_key(message)
-            if name != flow or kind != SUMMARY_KIND:
+            if name != flow or kind not in wanted or kind in newest:
                 continue
             if not chunked:
-                found.append((message.offset(), message.value().decode(), message.timestamp()[1]))
+                found.append((message.offset(), kind, message.value().decode(), message.timestamp()[1]))
             elif dict(message.headers() or ()).get(CHUNK_HEADER) == b"0":
-                found.append((message.offset(), None, message.timestamp()[1]))
-        for offset, body, timestamp_ms in reversed(found):
+                found.append((message.offset(), kind, None, message.timestamp()[1]))
+        for offset, kind, body, timestamp_ms in reversed(found):
+            if kind in newest:
+                continue
             if body is None:
                 try:
                     body = read_run_record_at(consumer_config, offset).body
                 except RunRecordMissing as exc:
                     log.warning("%s", exc)
                     continue
-            return json.loads(body), timestamp_ms
+            newest[kind] = (json.loads(body), timestamp_ms)
         end = start
         window *= 4
-    return None
+    return newest
+
+
+def verification_overview(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the status shows of a verification summary: its verdict and figures, a few hundred
+    bytes whatever the summary's mismatch and topic lists hold."""
+    totals = summary.get("totals", {})
+    return {
+        "run_id": summary.get("run_id"),
+        "verdict": summary.get("verdict"),
+        "finished_ms": summary.get("finished_ms"),
+        "matched": totals.get("matched", 0),
+        "wrong_total": totals.get("wrong_total", 0),
+        "explained_total": totals.get("explained_total", 0),
+        "pending": totals.get("pending", 0),
+        "failed_partitions": totals.get("failed_partitions", 0),
+        "sample": summary.get("sample"),
+        "confidence": summary.get("confidence"),
+        "mismatch_count": summary.get("mismatch_count", 0),
+    }
 
 
 def flow_lag(
@@ -424,7 +457,8 @@ def mirror_status(
     timeout_s: float = TIMEOUT_S,
     clusters: Iterable[str] | None = None,
 ) -> MirrorStatus:
-    """Every cluster's (or the named ones') replication paths and every replication flow's last run.
+    """Every cluster's (or the named ones') replication paths and every replication flow's last run
+    and last verification.
 
     A cluster that cannot be reached gets an `error` instead of failing the whole status.
     """
@@ -450,9 +484,14 @@ def mirror_status(
             consumer = flow.client_config(
                 "target", "consumer", role="status-consumer", connection_extra=connection_extra
             )
-            found = last_run_summary(consumer, flow.name, timeout_s=timeout_s)
-            if found is not None:
-                row.last_run, row.last_run_ms = found
+            found = last_run_summaries(
+                consumer, flow.name, (SUMMARY_KIND, VERIFY_SUMMARY_KIND), timeout_s=timeout_s
+            )
+            if SUMMARY_KIND in found:
+                row.last_run, row.last_run_ms = found[SUMMARY_KIND]
+            if VERIFY_SUMMARY_KIND in found:
+                summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND]
+                row.last_verification = verification_overview(summary)
             row.lag = flow_lag(flow, connection_extra=connection_extra, timeout_s=timeout_s)
         except (KafkaException, KafkaCallError, ProgressReadError) as exc:
             row.error = str(exc)
