@@ -1,0 +1,107 @@
+"""The verification's steps as the DAG, the Spark job and the CLI call them, each from a config
+path or a loaded config: plan (checks first, stores the plan), compare, report."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mirrorflow.clients import FlowClients, check_reachable
+from mirrorflow.config import MirrorConfig
+from mirrorflow.config.airflow_connections import ConnectionExtra
+from mirrorflow.ops import verify
+from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.replicate import runs
+from mirrorflow.replicate.service import _flow, parse_until
+
+
+def plan(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    *,
+    run_id: str,
+    topics: str | None = None,
+    until: str | int | None = None,
+    sample: float | None = None,
+    seed: int | None = None,
+    delivery: str | None = None,
+    connection_extra: ConnectionExtra | None = None,
+    connect_timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Check both clusters answer and the ACLs are there, fix the plan, store it and return its
+    overview (with `plan_offset`, what the compare step is handed)."""
+    flow = _flow(config, source, target, topics)
+    clients = FlowClients.resolve(flow, connection_extra)
+    check_reachable(flow, clients, connect_timeout_s)
+    require_job_acls(flow, "verify", clients)
+    fixed = verify.plan_verify(
+        flow, clients, run_id=run_id, until_ms=parse_until(until), sample=sample, seed=seed, delivery=delivery
+    )
+    return verify.plan_overview(fixed, verify.store_plan(clients, fixed))
+
+
+def report(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    *,
+    run_id: str,
+    plan_offset: int,
+    connection_extra: ConnectionExtra | None = None,
+    wait_s: float = 30.0,
+) -> dict[str, Any]:
+    """Read the compare step's report(s) back, store the bounded summary and return it;
+    VerificationFailed when a record is wrong or a partition could not be read."""
+    flow = _flow(config, source, target, None)
+    clients = FlowClients.resolve(flow, connection_extra)
+    try:
+        bodies = runs.wait_for_run_records(
+            clients.target_consumer,
+            flow.name,
+            run_id,
+            verify.REPORT_KIND,
+            start=plan_offset,
+            timeout_s=wait_s,
+        )
+    except runs.RunRecordMissing as exc:
+        raise verify.VerifyError(f"{exc}: the compare job did not finish; see its task's log") from exc
+    merged = verify.VerifyReport.merge([verify.VerifyReport(**body) for body in bodies])
+    return verify.finish(clients, merged)
+
+
+def run_locally(
+    config: MirrorConfig | str,
+    source: str,
+    target: str,
+    *,
+    run_id: str,
+    topics: str | None = None,
+    until: str | int | None = None,
+    sample: float | None = None,
+    seed: int | None = None,
+    delivery: str | None = None,
+    connect_timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """All three steps in this process and local workers (the CLI, tests): the same records in
+    the run-records topic as a DAG run leaves."""
+    flow = _flow(config, source, target, topics)
+    clients = FlowClients.resolve(flow)
+    overview = plan(
+        config,
+        source,
+        target,
+        run_id=run_id,
+        topics=topics,
+        until=until,
+        sample=sample,
+        seed=seed,
+        delivery=delivery,
+        connect_timeout_s=connect_timeout_s,
+    )
+    fixed = verify.read_plan(clients, overview["plan_offset"], flow.name)
+    started = int(time.time() * 1000)
+    checks = verify.verify_locally(verify.compare_job_for(flow, clients, fixed), fixed)
+    result = verify.VerifyReport.build(fixed, checks, started)
+    verify.store_report(clients, result)
+    return verify.finish(clients, result)
