@@ -1,9 +1,10 @@
-"""Checks of the migrate trigger form, so a bad choice fails at once, naming its field.
+"""Checks of the migrate and verify trigger forms, so a bad choice fails at once, naming its field.
 
-The form's JSON schema checks each field alone when the run is triggered (the "Copy up to"
-field against UNTIL_PATTERN); what it cannot check (two fields together, a regular expression
-that must compile) is checked by the plan task before anything runs, and a failure there is
-final: retrying a form the user filled in wrongly only delays the message.
+The form's JSON schema checks each field alone when the run is triggered (the "Copy up to" and
+"Verify up to" fields against UNTIL_PATTERN); what it cannot check (two fields together, a
+regular expression that must compile, a run conf that skipped the form) is checked by the plan
+task before anything runs, and a failure there is final: retrying a form the user filled in
+wrongly only delays the message.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ UNTIL_PATTERN = (
 
 def migrate_form_problems(clusters: Sequence[str], params: Mapping[str, Any]) -> list[str]:
     """Everything wrong with a migrate form, each naming its field and the fix."""
-    from mirrorflow.replicate.service import parse_until  # Kafka clients: not at DAG parse time
-
     problems = []
     source, target = params.get("source"), params.get("target")
     for field, title in (("source", "Source cluster"), ("target", "Target cluster")):
@@ -34,6 +33,38 @@ def migrate_form_problems(clusters: Sequence[str], params: Mapping[str, Any]) ->
         problems.append(
             f"Source cluster and Target cluster are both {source!r}: choose two different clusters"
         )
+    return problems + _topics_and_until_problems(params, "Copy up to")
+
+
+def verify_form_problems(params: Mapping[str, Any]) -> list[str]:
+    """Everything wrong with a verify form, each naming its field and the fix."""
+    problems = _topics_and_until_problems(params, "Verify up to")
+    try:
+        sample_fraction(params.get("sample"))
+    except ValueError:
+        problems.append(
+            f"Sample: {params.get('sample')!r} is not a fraction in (0, 1] such as 0.1; leave it empty to "
+            "verify every record"
+        )
+    return problems
+
+
+def sample_fraction(value: Any) -> float | None:
+    """The form's sample as the fraction to verify: None (every record) when left empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(value)
+    fraction = float(value)
+    if not 0 < fraction <= 1:
+        raise ValueError(value)
+    return fraction
+
+
+def _topics_and_until_problems(params: Mapping[str, Any], until_title: str) -> list[str]:
+    from mirrorflow.replicate.service import parse_until  # Kafka clients: not at DAG parse time
+
+    problems = []
     try:
         re.compile(str(params.get("topics") or ""))
     except re.error as exc:
@@ -42,7 +73,7 @@ def migrate_form_problems(clusters: Sequence[str], params: Mapping[str, Any]) ->
         parse_until(params.get("until"))
     except ValueError:
         problems.append(
-            f"Copy up to: {params.get('until')!r} is not 'now', epoch milliseconds or an ISO-8601 time "
+            f"{until_title}: {params.get('until')!r} is not 'now', epoch milliseconds or an ISO-8601 time "
             "such as 2026-11-21T17:00:00Z (UTC when no zone is given)"
         )
     return problems

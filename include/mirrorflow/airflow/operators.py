@@ -1,4 +1,6 @@
-"""The copy step: SparkSubmitOperator running spark_apps/mirrorflow_copy.py for one plan.
+"""The Spark steps: SparkSubmitOperator running one of mirrorflow's Spark applications for one
+plan, spark_apps/mirrorflow_copy.py (MirrorflowCopyOperator) or spark_apps/mirrorflow_verify.py
+(MirrorflowVerifyOperator). Both take the same arguments and get credentials the same way.
 
 Credentials kept in Airflow connections reach the Spark driver only through the spark-submit
 process environment (client and local deploy modes), set when the task runs, so they are never
@@ -13,18 +15,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mirrorflow.airflow.settings import COPY_APPLICATION
+from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION
 from mirrorflow.config import load_config
 from mirrorflow.config.airflow_connections import fetch_connection_extra
 from mirrorflow.config.secrets import is_secret_key
 from mirrorflow.spark.copy_job import CONNECTION_EXTRAS_ENV
 
-# A speculative duplicate of a copy task would only fence its twin, but costs a second copy.
+# A speculative duplicate of a copy task would only fence its twin, but costs a second copy;
+# one of a verify task, a second read of both clusters.
 SPARK_CONF = {"spark.speculation": "false"}
 
 
@@ -32,8 +36,11 @@ class CredentialsWouldLeak(RuntimeError):
     pass
 
 
-class MirrorflowCopyOperator(SparkSubmitOperator):
-    """spark-submit the copy job for the plan at `plan_offset` (a template, usually an XCom pull)."""
+class MirrorflowSparkOperator(SparkSubmitOperator):
+    """spark-submit APPLICATION for the plan at `plan_offset` (a template, usually an XCom pull)."""
+
+    APPLICATION: Path
+    NAME_PREFIX = "mirrorflow"
 
     def __init__(
         self,
@@ -48,9 +55,9 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            application=str(COPY_APPLICATION),
+            application=str(self.APPLICATION),
             conn_id=conn_id,
-            name=name or f"mirrorflow-{source}-{target}",
+            name=name or f"{self.NAME_PREFIX}-{source}-{target}",
             conf={**SPARK_CONF, **(conf or {})},
             application_args=[
                 "--config",
@@ -102,3 +109,16 @@ class MirrorflowCopyOperator(SparkSubmitOperator):
             )
         hook._env_vars = {**(hook._env_vars or {}), **self._runtime_env}
         return hook
+
+
+class MirrorflowCopyOperator(MirrorflowSparkOperator):
+    """The copy step: spark_apps/mirrorflow_copy.py (mirrorflow.spark.copy_job)."""
+
+    APPLICATION = COPY_APPLICATION
+
+
+class MirrorflowVerifyOperator(MirrorflowSparkOperator):
+    """The compare step of a verification: spark_apps/mirrorflow_verify.py (mirrorflow.spark.verify_job)."""
+
+    APPLICATION = VERIFY_APPLICATION
+    NAME_PREFIX = "mirrorflow-verify"

@@ -8,6 +8,8 @@ to report on then, ends upstream_failed instead of failing on the missing plan.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,21 +39,30 @@ def _run_id() -> str:
     return get_current_context()["run_id"]
 
 
-def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
-    """plan_run for a plan task. A cluster that did not answer has had its whole wait
-    (mirrorflow.cluster.unreachable.timeout.ms) already: the task fails at once with that one
-    message instead of being retried into minutes of the same wait; the next run is the retry.
-    A missing ACL is not granted by waiting either: it fails the task at once too."""
+@contextmanager
+def failing_at_once(*also: type[Exception]) -> Iterator[None]:
+    """Fail the task without retries, with the error's message alone, where retrying cannot help.
+    A cluster that did not answer has had its whole wait (mirrorflow.cluster.unreachable.timeout.ms)
+    already: the task fails at once with that one message instead of being retried into minutes
+    of the same wait; the next run is the retry. A missing ACL is not granted by waiting either,
+    nor is anything in `also` (errors only a change of config or request fixes)."""
     from airflow.sdk.exceptions import AirflowFailException
 
     from mirrorflow.kafka import ClusterUnreachable
     from mirrorflow.ops.acls import MissingAcl
-    from mirrorflow.replicate.service import plan_run
 
     try:
-        return plan_run(config_path, source, target, run_id=_run_id(), **options)
-    except (ClusterUnreachable, MissingAcl) as exc:
+        yield
+    except (ClusterUnreachable, MissingAcl, *also) as exc:
         raise AirflowFailException(str(exc)) from None
+
+
+def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
+    """plan_run for a plan task, failing at once where retrying cannot help (failing_at_once)."""
+    from mirrorflow.replicate.service import plan_run
+
+    with failing_at_once():
+        return plan_run(config_path, source, target, run_id=_run_id(), **options)
 
 
 def replicate_dag(path: str, flow: FlowConfig) -> DAG:

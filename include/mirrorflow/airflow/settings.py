@@ -1,4 +1,4 @@
-"""Where the DAGs find their configuration and the Spark application."""
+"""Where the DAGs find their configuration and the Spark applications."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ CONFIG_ENV = "MIRRORFLOW_CONFIG"
 PROJECT_ROOT = Path(mirrorflow.__file__).resolve().parents[2]
 DEFAULT_CONFIG = PROJECT_ROOT / "include" / "config" / "mirrorflow.properties"
 COPY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_copy.py"
+VERIFY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_verify.py"
 
 
 class MissingConfig(RuntimeError):

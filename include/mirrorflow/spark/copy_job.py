@@ -6,6 +6,9 @@ engine requires), collects the results, stores the run report and exits non-zero
 partition failed. Credentials an Airflow connection holds reach the driver in the
 MIRRORFLOW_CONNECTION_EXTRAS environment variable (set by the operator, never in arguments)
 and travel to executors inside the task closure, never through Spark conf or the UI.
+
+The verify job (mirrorflow.spark.verify_job) takes the same arguments and credentials, and
+fans out the same way: it uses parse_args, flow_and_clients and run_slices from here.
 """
 
 from __future__ import annotations
@@ -16,16 +19,20 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, TypeVar
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import load_config
-from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.config import FlowConfig, load_config
+from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, copy_slice, store_report
 from mirrorflow.replicate.runs import read_run_record
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
 log = logging.getLogger("mirrorflow.spark.copy")
+
+Work = TypeVar("Work")
 
 
 def connection_extras_from_env() -> dict[str, dict]:
@@ -33,8 +40,12 @@ def connection_extras_from_env() -> dict[str, dict]:
     return json.loads(raw) if raw else {}
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="mirrorflow_copy.py", description="Copy the ranges of one plan.")
+def parse_args(
+    argv: list[str] | None,
+    prog: str = "mirrorflow_copy.py",
+    description: str = "Copy the ranges of one plan.",
+) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--config", required=True, help="the mirrorflow / MM2 properties file")
     parser.add_argument("--flow", required=True, help="SOURCE->TARGET")
     parser.add_argument(
@@ -43,15 +54,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = parse_args(argv)
+def flow_and_clients(args: argparse.Namespace) -> tuple[FlowConfig, FlowClients]:
+    """The flow named by --flow in --config, its clients built with the credentials the operator
+    put in the environment (taken out of it at once, so no child process inherits them)."""
     source, _, target = args.flow.partition("->")
     extras = connection_extras_from_env()
     flow = load_config(args.config).flow(source, target)
     clients = FlowClients.resolve(
         flow, connection_extra=(lambda conn_id: extras[conn_id]) if extras else None
     )
+    return flow, clients
+
+
+def run_slices(
+    app_name: str, slices: list[list[Work]], work: Callable[[list[Work]], Iterable[Any]]
+) -> list[Any]:
+    """Each slice in a Spark task of its own, the results collected on the driver; no Spark
+    session at all when there is nothing to do."""
+    if not slices:
+        return []
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
+    try:
+
+        def run_slice(dealt: Iterator[list[Work]]) -> Iterator[Any]:
+            for one in dealt:
+                yield from work(one)
+
+        return spark.sparkContext.parallelize(slices, len(slices)).mapPartitions(run_slice).collect()
+    finally:
+        spark.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    flow, clients = flow_and_clients(args)
     flow_name, run_id, kind, body = read_run_record(clients.target_consumer, args.plan_offset)
     if (flow_name, kind) != (flow.name, "plan"):
         raise SystemExit(
@@ -62,20 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     started_ms = int(time.time() * 1000)
     slices = plan.slices()
     log.info("run %s of %s: %d partitions over %d tasks", run_id, flow.name, len(plan.units()), len(slices))
-    results = []
-    if slices:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.appName(f"mirrorflow {flow.name} {run_id}").getOrCreate()
-        try:
-
-            def run_slice(spans: Iterator[list[PartitionSpan]]) -> Iterator:
-                for one in spans:
-                    yield from copy_slice(job, one)
-
-            results = spark.sparkContext.parallelize(slices, len(slices)).mapPartitions(run_slice).collect()
-        finally:
-            spark.stop()
+    results = run_slices(f"mirrorflow {flow.name} {run_id}", slices, partial(copy_slice, job))
     report = store_report(clients, plan, results, started_ms)
     totals = report.totals()
     log.info(
