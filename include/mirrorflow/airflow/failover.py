@@ -62,6 +62,15 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
                 description="Take offsets from the latest checkpoints on the target even if the source answers "
                 "(they are used anyway when it does not).",
             ),
+            "divergent_tail": Param(
+                "ask",
+                enum=["ask", "replay", "aside"],
+                title="Records never copied back",
+                description="Records on the target that the flow back to the source never copied (the "
+                "divergent tail, e.g. written on the original cluster after its last copy): 'ask' refuses and "
+                "lists them when there are any; 'replay': the groups read them in place, in order; 'aside': "
+                "they are copied to <topic>.divergent and the groups start after them.",
+            ),
         },
         doc_md=(
             "Translates the chosen groups' committed offsets on **from** exactly and commits them on **to**. "
@@ -75,7 +84,7 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
         def run() -> dict[str, Any]:
             from rich.console import Console
 
-            from mirrorflow.commands.failover import failover_table
+            from mirrorflow.commands.failover import divergent_table, failover_table
             from mirrorflow.ops.failover import failover
 
             params = get_current_context()["params"]
@@ -86,9 +95,12 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
                 params["groups"],
                 dry_run=bool(params["dry_run"]),
                 from_checkpoints=True if params["from_checkpoints"] else None,
+                divergent=None if params.get("divergent_tail", "ask") == "ask" else params["divergent_tail"],
             )
             console = Console(record=True, width=200, file=io.StringIO())
             console.print(failover_table(result))
+            if result.divergent:
+                console.print(divergent_table(result))
             for warning in result.warnings:
                 console.print(f"warning: {warning}")
             log.info("%s", console.export_text())

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from mirrorflow.config import ConfigError
 from mirrorflow.kafka import KafkaCallError
+from mirrorflow.ops.divergent_tail import CHOICES
 from mirrorflow.ops.failover import REFUSED, FailoverError, FailoverResult, failover
 
 
@@ -45,6 +46,27 @@ def failover_table(result: FailoverResult) -> Table:
     return table
 
 
+def divergent_table(result: FailoverResult) -> Table:
+    """The divergent tail per partition (the largest first, at most DIVERGENT_ROWS)."""
+    what = {None: "not chosen", "replay": "read by the groups", "aside": "kept aside"}[
+        result.divergent_choice
+    ]
+    table = Table(
+        title=f"divergent tail on {result.target}: never copied to {result.source} ({what}); "
+        f"{result.divergent_count} partition(s)"
+    )
+    for column in (f"topic on {result.target}", "partition", "offsets", "records at most"):
+        table.add_column(column)
+    for row in result.divergent:
+        table.add_row(
+            escape(row["topic"]),
+            str(row["partition"]),
+            f"{row['start']}..{row['end'] - 1}",
+            f"{row['offsets']:,}",
+        )
+    return table
+
+
 @click.command(name="failover")
 @click.argument("config_file", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--from", "source", required=True, metavar="ALIAS", help="The cluster the groups leave.")
@@ -55,6 +77,14 @@ def failover_table(result: FailoverResult) -> Table:
     "--from-checkpoints",
     is_flag=True,
     help="Use the latest checkpoints on --to even if --from answers (otherwise only when it does not).",
+)
+@click.option(
+    "--divergent-tail",
+    type=click.Choice(CHOICES),
+    default=None,
+    help="Records on --to that the flow back to --from never copied: `replay` (the groups read them in "
+    "place, in order) or `aside` (copied to <topic>.divergent on --to; the groups start after them). "
+    "Required when there are any (a dry run shows them).",
 )
 @click.option(
     "--source-timeout",
@@ -70,6 +100,7 @@ def failover_command(
     groups: str,
     dry_run: bool,
     from_checkpoints: bool,
+    divergent_tail: str | None,
     source_timeout: float,
 ) -> None:
     """Move consumer groups to another cluster at exactly the records they had not read.
@@ -89,12 +120,15 @@ def failover_command(
             dry_run=dry_run,
             from_checkpoints=True if from_checkpoints else None,
             source_timeout_s=source_timeout,
+            divergent=divergent_tail,
         )
     except ConfigError as exc:
         raise click.ClickException(f"{exc}\nRun `mirrorflow validate {config_file}` for the fixes.") from exc
     except (FailoverError, KafkaCallError) as exc:
         raise click.ClickException(str(exc)) from exc
     console.print(failover_table(result))
+    if result.divergent:
+        console.print(divergent_table(result))
     for warning in result.warnings:
         console.print(f"[yellow]warning[/yellow]: {escape(warning)}", highlight=False)
     for reason in result.refused.values():

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.checkpoints import read_checkpoints
 from mirrorflow.control.flows import load, reverse_flow
@@ -40,6 +40,15 @@ from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator, partition_bounds
 from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
 from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.divergent_tail import (
+    ASIDE,
+    CHOICES,
+    REPLAY,
+    Tail,
+    aside_topic,
+    divergent_tails,
+    keep_aside,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,7 @@ CHECKPOINT_STATUS = "checkpoint"
 UNTRANSLATED = "untranslated"
 
 COMMITTED, WOULD_COMMIT, REFUSED, NOT_MOVED = "committed", "would commit", "refused", "not moved"
+DIVERGENT_ROWS = 100
 
 
 class FailoverError(RuntimeError):
@@ -80,6 +90,12 @@ class FailoverResult:
     committed: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Partitions the moving groups will read on the target that hold records the flow back to
+    # the source never copied (divergent_tail), the first DIVERGENT_ROWS of them, and the choice.
+    divergent: list[dict[str, Any]] = field(default_factory=list)
+    divergent_count: int = 0
+    divergent_choice: str | None = None
+    aside_copied: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -260,12 +276,17 @@ def failover(
     from_checkpoints: bool | None = None,
     source_timeout_s: float = 15.0,
     connection_extra: ConnectionExtra | None = None,
+    divergent: str | None = None,
 ) -> FailoverResult:
     """Move the groups matching `groups` from `source` to `target`; see the module docstring.
 
     `from_checkpoints`: None = use the checkpoints on the target only if the source does not
     answer within `source_timeout_s`; True = always; False = never (fail if unreachable).
+    `divergent`: what to do with records on the target the flow back never copied
+    (divergent_tail.REPLAY or ASIDE); required when there are any, unless `dry_run`.
     """
+    if divergent is not None and divergent not in CHOICES:
+        raise FailoverError(f"divergent tail choice {divergent!r}: choose one of {', '.join(CHOICES)}")
     loaded = load(config)
     for alias in (source, target):
         if alias not in loaded.clusters:
@@ -303,6 +324,11 @@ def failover(
     else:
         rows, commits = _live_rows(loaded, flow, clients, pattern, groups)
 
+    tails = _tails_read(loaded, result, rows, commits, use_checkpoints, connection_extra)
+    if tails and divergent is None and not dry_run:
+        raise FailoverError(_divergent_message(result, tails))
+    result.divergent_choice = divergent if tails else None
+
     target_admin = admin_client(clients.target_admin)
     states = describe_groups(target_admin, {r.group for r in rows})
     for group, state in states.items():
@@ -314,6 +340,7 @@ def failover(
     # A group that has already read further on the target than failover would place it (its
     # consumers ran there, or failed over before) would be rewound: refused as well.
     on_target = committed_offsets(target_admin, [g for g in commits if g not in result.refused])
+    placed = _place_around_tails(commits, on_target, tails, divergent, target)
     for group, offsets in commits.items():
         there = on_target.get(group, {})
         ahead = [
@@ -332,6 +359,15 @@ def failover(
         clients.target_admin, [(r.topic, r.partition) for r in rows if r.target_offset is not None]
     )
     movable = {g: offsets for g, offsets in commits.items() if g not in result.refused}
+    if not dry_run and divergent == ASIDE and tails and movable:
+        result.aside_copied = keep_aside(
+            tails.values(),
+            cluster=target,
+            producer_config=clients.target_producer,
+            consumer_config=clients.target_consumer,
+            admin_config=clients.target_admin,
+            replication_factor=flow.replication_factor,
+        )
     if not dry_run:
         for group, outcome in commit_offsets(target_admin, movable).items():
             if outcome.error is not None:
@@ -346,10 +382,17 @@ def failover(
             action = REFUSED
         elif action == WOULD_COMMIT and not dry_run:
             action = COMMITTED
+        target_offset, note = row.target_offset, row.note
+        moved = placed.get((row.group, row.topic, row.partition))
+        if moved is not None:
+            target_offset, tail_note = moved
+            note = f"{note}; {tail_note}" if note else tail_note
         lag = None
-        if row.target_offset is not None and (row.topic, row.partition) in bounds:
-            lag = max(0, bounds[(row.topic, row.partition)][1] - row.target_offset)
-        result.rows.append(dataclasses.replace(row, lag=lag, action=action))
+        if target_offset is not None and (row.topic, row.partition) in bounds:
+            lag = max(0, bounds[(row.topic, row.partition)][1] - target_offset)
+        result.rows.append(
+            dataclasses.replace(row, target_offset=target_offset, lag=lag, action=action, note=note)
+        )
     ahead = sum(1 for r in result.rows if r.status == Status.AHEAD.value)
     if ahead:
         result.warnings.append(
@@ -379,3 +422,114 @@ def failover(
         len(result.refused),
     )
     return result
+
+
+def _tails_read(
+    config: MirrorConfig,
+    result: FailoverResult,
+    rows: list[FailoverRow],
+    commits: dict[str, dict[tuple[str, int], Committed]],
+    use_checkpoints: bool,
+    connection_extra: ConnectionExtra | None,
+) -> dict[tuple[str, int], Tail]:
+    """The divergent tails of the partitions the moving groups will read on the target."""
+    wanted = {where for offsets in commits.values() for where in offsets}
+    if not wanted:
+        return {}
+    if use_checkpoints:
+        if config.replication_enabled(result.target, result.source) or _configured(
+            config, result.target, result.source
+        ):
+            result.warnings.append(
+                f"records on {result.target} that {result.target}->{result.source} never copied are not looked "
+                f"for: {result.source} is down and holds that flow's progress"
+            )
+        return {}
+    tails = divergent_tails(
+        config,
+        result.source,
+        result.target,
+        {topic for topic, _ in wanted},
+        connection_extra=connection_extra,
+    )
+    tails = {where: tail for where, tail in tails.items() if where in wanted}
+    ordered = sorted(tails.values(), key=lambda t: (-t.offsets, t.topic, t.partition))
+    result.divergent = [t.to_dict() for t in ordered[:DIVERGENT_ROWS]]
+    result.divergent_count = len(ordered)
+    if tails:
+        result.warnings.append(
+            f"{len(tails)} partition(s) the groups will read on {result.target} hold "
+            f"{sum(t.offsets for t in tails.values()):,} offsets that {result.target}->{result.source} never "
+            f"copied to {result.source} (the divergent tail)"
+        )
+    return tails
+
+
+def _configured(config: MirrorConfig, source: str, target: str) -> bool:
+    try:
+        config.flow(source, target)
+    except ConfigError:
+        return False
+    return True
+
+
+def _divergent_message(result: FailoverResult, tails: dict[tuple[str, int], Tail]) -> str:
+    lines = [
+        f"the groups would read records on {result.target} that {result.target}->{result.source} never copied "
+        f"to {result.source} (produced there after its last copy); nothing was changed. Choose what happens "
+        "to them: `replay` (the groups read them in place, in order) or `aside` (they are copied to "
+        f"<topic>{aside_topic('')} on {result.target} and the groups start after them):"
+    ]
+    for row in result.divergent[:20]:
+        lines.append(
+            f"  {row['topic']}-{row['partition']}: offsets {row['start']}..{row['end'] - 1} ({row['offsets']:,})"
+        )
+    if len(tails) > 20:
+        lines.append(f"  ... and {len(tails) - 20} more partitions")
+    return "\n".join(lines)
+
+
+def _place_around_tails(
+    commits: dict[str, dict[tuple[str, int], Committed]],
+    on_target: dict[str, dict[tuple[str, int], Committed]],
+    tails: dict[tuple[str, int], Tail],
+    choice: str | None,
+    target: str,
+) -> dict[tuple[str, str, int], tuple[int, str]]:
+    """Move each group's offset in a partition with a divergent tail as the choice says (in
+    place, in `commits`), and return the rows' new offsets with a note saying what the group
+    will read. replay: the group reads the tail after what it read elsewhere; if it already read
+    part of it on the target before it left (its offset there lies inside the tail), it keeps
+    that offset. aside: the group starts after the tail. A dry run without a choice shows replay."""
+    placed: dict[tuple[str, str, int], tuple[int, str]] = {}
+    for group, offsets in commits.items():
+        there = on_target.get(group, {})
+        for where, wanted in list(offsets.items()):
+            tail = tails.get(where)
+            if tail is None:
+                continue
+            before = there.get(where)
+            if choice == ASIDE:
+                if before is not None and before.offset > tail.end:
+                    continue  # read past the tail on the target: the ahead check refuses it
+                offsets[where] = Committed(tail.end, wanted.metadata)
+                placed[(group, *where)] = (
+                    tail.end,
+                    f"{tail.offsets:,} divergent offsets {tail.start}..{tail.end - 1} kept aside in "
+                    f"{aside_topic(tail.topic)}, not read",
+                )
+                continue
+            start = wanted.offset
+            if before is not None and start < before.offset <= tail.end:
+                offsets[where] = Committed(before.offset, before.metadata)
+                start = before.offset
+                already = f"keeps its offset {start} on {target} (read there before it left); "
+            else:
+                already = ""
+            unread = max(0, tail.end - max(start, tail.start))
+            placed[(group, *where)] = (
+                start,
+                f"{already}reads {unread:,} divergent offsets {max(start, tail.start)}..{tail.end - 1} "
+                f"({REPLAY})",
+            )
+    return placed
