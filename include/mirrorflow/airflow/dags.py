@@ -15,7 +15,7 @@ from mirrorflow.airflow.settings import config_path
 from mirrorflow.config import load_config
 
 # Modules under mirrorflow.airflow that contribute DAGs.
-FAMILIES = ("replicate", "maintenance", "control", "failover", "verify")
+FAMILIES = ("replicate", "migrate", "maintenance", "control", "failover", "verify")
 
 
 def build_dags(path: str | None = None) -> dict[str, DAG]:

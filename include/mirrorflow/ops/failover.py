@@ -277,11 +277,14 @@ def failover(
     source_timeout_s: float = 15.0,
     connection_extra: ConnectionExtra | None = None,
     divergent: str | None = None,
+    require_enabled: bool = True,
 ) -> FailoverResult:
     """Move the groups matching `groups` from `source` to `target`; see the module docstring.
 
     `from_checkpoints`: None = use the checkpoints on the target only if the source does not
     answer within `source_timeout_s`; True = always; False = never (fail if unreachable).
+    `require_enabled`: False for a migration's cut-over, whose copy ran between two clusters
+    with no enabled flow (it wrote the same offset-syncs and provenance).
     `divergent`: what to do with records on the target the flow back never copied
     (divergent_tail.REPLAY or ASIDE); required when there are any, unless `dry_run`.
     """
@@ -295,7 +298,7 @@ def failover(
             )
     if source == target:
         raise FailoverError(f"--from and --to are both {source}: name two different clusters")
-    if not loaded.replication_enabled(source, target):
+    if require_enabled and not loaded.replication_enabled(source, target):
         raise FailoverError(_missing_flow(loaded, source, target))
     pattern = _groups_pattern(groups)
     flow = loaded.flow(source, target)

@@ -139,8 +139,11 @@ def plan_verify(
     sample: float | None = None,
     seed: int | None = None,
     delivery: str | None = None,
+    ends: Mapping[tuple[str, int], int] | None = None,
 ) -> VerifyPlan:
-    """Fix what to verify, reading both clusters and changing nothing on either."""
+    """Fix what to verify, reading both clusters and changing nothing on either. `ends` fixes
+    the end of named partitions (a migration's planned ends: exactly what it copied), at most
+    their last stable offset; partitions not named are verified as `until_ms` says."""
     if not flow.provenance_headers_enabled:
         raise VerifyError(
             f"{flow.name} copies without provenance headers (mirrorflow.provenance.headers.enabled = false), "
@@ -167,10 +170,13 @@ def plan_verify(
     ]
     earliest = list_offsets(source_admin, parts, OffsetSpec.earliest())
     stable = list_offsets(source_admin, parts, OffsetSpec.latest(), read_committed=True)
+    fixed_ends = ends
     ends = dict(stable)
     if until_ms is not None:
         at_time = list_offsets(source_admin, parts, OffsetSpec.for_timestamp(until_ms))
         ends = {tp: stable[tp] if at_time[tp] < 0 else min(at_time[tp], stable[tp]) for tp in parts}
+    if fixed_ends:
+        ends.update({tp: min(fixed_ends[tp], stable[tp]) for tp in parts if tp in fixed_ends})
     # Progress first, target ends after: every copy the progress counts is then below the ends.
     progress = read_progress_entries(clients.target_consumer, flow.offset_storage_topic, flow.source)
     target_low = list_offsets(target_admin, remote_parts, OffsetSpec.earliest())

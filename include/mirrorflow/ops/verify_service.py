@@ -4,6 +4,7 @@ path or a loaded config: plan (checks first, stores the plan), compare, report."
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from mirrorflow.clients import FlowClients, check_reachable
@@ -26,6 +27,7 @@ def plan(
     sample: float | None = None,
     seed: int | None = None,
     delivery: str | None = None,
+    ends: Mapping[tuple[str, int], int] | None = None,
     connection_extra: ConnectionExtra | None = None,
     connect_timeout_s: float | None = None,
 ) -> dict[str, Any]:
@@ -36,7 +38,14 @@ def plan(
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, "verify", clients)
     fixed = verify.plan_verify(
-        flow, clients, run_id=run_id, until_ms=parse_until(until), sample=sample, seed=seed, delivery=delivery
+        flow,
+        clients,
+        run_id=run_id,
+        until_ms=parse_until(until),
+        sample=sample,
+        seed=seed,
+        delivery=delivery,
+        ends=ends,
     )
     return verify.plan_overview(fixed, verify.store_plan(clients, fixed))
 
