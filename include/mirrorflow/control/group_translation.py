@@ -65,6 +65,13 @@ def relevant_group_offsets(
 def translate_offsets(translator: Translator, offsets: Mapping[str, GroupOffsets]) -> list[TranslatedOffset]:
     """Every group partition translated, in (group, topic, partition) order."""
     translator.prepare(tp for group_offsets in offsets.values() for tp in group_offsets)
+    translator.warm(
+        {
+            (topic, partition, c.offset)
+            for group_offsets in offsets.values()
+            for (topic, partition), c in group_offsets.items()
+        }
+    )
     out = [
         _translated(translator, group, topic, partition, committed)
         for group in sorted(offsets)

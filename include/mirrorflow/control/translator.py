@@ -164,6 +164,28 @@ class Translator:
         if backward:
             self._source_bounds.update(partition_bounds(self.clients.source_admin, backward))
 
+    def warm(self, wanted: Iterable[tuple[str, int, int]]) -> None:
+        """Read ahead, in one batched read, the target records the coming translations of
+        these (topic, partition, offset) will probe first: the record the nearest offset-sync
+        points to (which says who copied the partition, see _copied_by_mm2), where the exact
+        search starts too. Partitions already read, and translations that need no probe, cost
+        nothing."""
+        probes = []
+        for topic, partition, offset in wanted:
+            route = self.route(topic)
+            if route is None or route.kind != FORWARD or not self.flow.provenance_headers_enabled:
+                continue
+            bounds = self._target_bounds.get((route.target_topic, partition))
+            syncs = self.syncs.run(topic, partition)
+            if bounds is None or not syncs.ups:
+                continue
+            down = syncs.downs[max(0, bisect_right(syncs.ups, offset) - 1)]
+            if bounds[0] <= down < bounds[1]:
+                origin = Origin(self.flow.source, topic, partition)
+                probes.append((route.target_topic, partition, origin, down, bounds[1]))
+        if probes:
+            self._target_prober.warm(probes)
+
     def translate(self, topic: str, partition: int, offset: int) -> Translation | None:
         """Offset on Y for a group at `offset` of `topic`-`partition` on X; None (see `reasons`) if unknown."""
         key = (topic, partition, offset)

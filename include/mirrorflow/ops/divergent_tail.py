@@ -33,7 +33,7 @@ from mirrorflow.config import ConfigError, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client, await_topics, list_offsets, read_partition, served
 from mirrorflow.policy import should_replicate_topic
-from mirrorflow.policy.provenance import read_provenance, stamp_provenance
+from mirrorflow.policy.provenance import is_loop, read_provenance, stamp_provenance
 from mirrorflow.replicate.progress import read_progress
 
 REPLAY, ASIDE = "replay", "aside"
@@ -72,9 +72,13 @@ def divergent_tails(
     *,
     connection_extra: ConnectionExtra | None = None,
 ) -> dict[tuple[str, int], Tail]:
-    """Per partition of `topics` on `moving_to`, what the flow `moving_to`->`leaving` has not
-    copied (from its progress, or the partition's start when it never copied it). Empty when
-    there is no such flow: then nothing on `moving_to` was ever meant to be on `leaving`."""
+    """Per partition of `topics` on `moving_to`, the offsets the flow `moving_to`->`leaving` has
+    not copied (from its progress, or the partition's start when it never copied it). Empty when
+    that flow is not enabled: then nothing on `moving_to` is meant to be on `leaving`. With
+    identity-named topics in both directions the range also holds copies that came from
+    `leaving` (the flow back skips those): an upper bound, and keep_aside leaves them out."""
+    if not config.replication_enabled(moving_to, leaving):
+        return {}
     try:
         back = config.flow(moving_to, leaving)
     except ConfigError:
@@ -108,6 +112,7 @@ def keep_aside(
     tails: Iterable[Tail],
     *,
     cluster: str,
+    leaving: str,
     producer_config: dict[str, Any],
     consumer_config: dict[str, Any],
     admin_config: dict[str, Any],
@@ -168,6 +173,8 @@ def keep_aside(
             if provenance is not None and provenance.source_topic == tail.topic:
                 start = max(start, provenance.source_offset + 1)
         for record in read_partition(consumer_config, tail.topic, tail.partition, start=start, end=tail.end):
+            if is_loop(record.headers(), leaving):
+                continue  # a copy of a record the cluster left holds (identity-named topics): not divergent
             headers = stamp_provenance(
                 record.headers(),
                 source_alias=cluster,

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig
+from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.checkpoints import read_checkpoints
 from mirrorflow.control.flows import load, reverse_flow
@@ -366,6 +366,7 @@ def failover(
         result.aside_copied = keep_aside(
             tails.values(),
             cluster=target,
+            leaving=source,
             producer_config=clients.target_producer,
             consumer_config=clients.target_consumer,
             admin_config=clients.target_admin,
@@ -440,9 +441,7 @@ def _tails_read(
     if not wanted:
         return {}
     if use_checkpoints:
-        if config.replication_enabled(result.target, result.source) or _configured(
-            config, result.target, result.source
-        ):
+        if config.replication_enabled(result.target, result.source):
             result.warnings.append(
                 f"records on {result.target} that {result.target}->{result.source} never copied are not looked "
                 f"for: {result.source} is down and holds that flow's progress"
@@ -466,14 +465,6 @@ def _tails_read(
             f"copied to {result.source} (the divergent tail)"
         )
     return tails
-
-
-def _configured(config: MirrorConfig, source: str, target: str) -> bool:
-    try:
-        config.flow(source, target)
-    except ConfigError:
-        return False
-    return True
 
 
 def _divergent_message(result: FailoverResult, tails: dict[tuple[str, int], Tail]) -> str:
