@@ -1,5 +1,8 @@
 """Credentials kept in Airflow connections reach every step (plan, Spark copy, report) and
-never show up in the run's logs or the copy task's arguments."""
+never show up in the run's logs, the copy task's arguments or what the Spark UI shows: its
+Environment page (Spark properties, system properties, classpath) is the event log's
+SparkListenerEnvironmentUpdate, which the history server renders, so the test turns the event
+log on with spark-defaults.conf, as an operator would, and greps it."""
 
 from __future__ import annotations
 
@@ -39,7 +42,16 @@ def test_replicate_dag_with_clusters_only_in_airflow_connections(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap, "ssl.key.password": SECRET}}
         )
 
+    conf_dir, events = tmp_path / "spark-conf", tmp_path / "spark-events"
+    conf_dir.mkdir()
+    events.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n"
+        # One plain file (Spark 4 rolls and compresses event logs by default).
+        "spark.eventLog.rolling.enabled false\nspark.eventLog.compress false\n"
+    )
     env = {
+        "SPARK_CONF_DIR": str(conf_dir),
         "MIRRORFLOW_CONFIG": str(config),
         "AIRFLOW_CONN_PRIMARY_KAFKA": connection(primary.bootstrap),
         "AIRFLOW_CONN_BACKUP_KAFKA": connection(backup.bootstrap),
@@ -47,5 +59,9 @@ def test_replicate_dag_with_clusters_only_in_airflow_connections(
     result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=env)
     assert result.succeeded, result.log[-4000:]
     assert SECRET not in result.log
+    (event_log,) = [p for p in events.iterdir() if p.is_file()]
+    shown = event_log.read_text()
+    assert "SparkListenerEnvironmentUpdate" in shown and "mirrorflow" in shown
+    assert SECRET not in shown
     (summary,) = _summaries(backup)
     assert summary["topics"][topic]["records"] == 40
