@@ -13,7 +13,7 @@ from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.ops import verify
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.replicate import runs
-from mirrorflow.replicate.service import _flow, parse_until
+from mirrorflow.replicate.service import flow_for, parse_until
 
 
 def plan(
@@ -33,7 +33,7 @@ def plan(
 ) -> dict[str, Any]:
     """Check both clusters answer and the ACLs are there, fix the plan, store it and return its
     overview (with `plan_offset`, what the compare step is handed)."""
-    flow = _flow(config, source, target, topics)
+    flow = flow_for(config, source, target, topics)
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, "verify", clients)
@@ -62,7 +62,7 @@ def report(
 ) -> dict[str, Any]:
     """Read the compare step's report(s) back, store the bounded summary and return it;
     VerificationFailed when a record is wrong or a partition could not be read."""
-    flow = _flow(config, source, target, None)
+    flow = flow_for(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
     try:
         bodies = runs.wait_for_run_records(
@@ -94,7 +94,7 @@ def run_locally(
 ) -> dict[str, Any]:
     """All three steps in this process and local workers (the CLI, tests): the same records in
     the run-records topic as a DAG run leaves."""
-    flow = _flow(config, source, target, topics)
+    flow = flow_for(config, source, target, topics)
     clients = FlowClients.resolve(flow)
     overview = plan(
         config,

@@ -62,7 +62,7 @@ def parse_until(text: str | int | None) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
-def _flow(config: MirrorConfig | str, source: str, target: str, topics: str | None) -> FlowConfig:
+def flow_for(config: MirrorConfig | str, source: str, target: str, topics: str | None) -> FlowConfig:
     loaded = load_config(config) if isinstance(config, str) else config
     flow = loaded.flow(source, target)
     return with_topics(flow, topics) if topics else flow
@@ -83,7 +83,7 @@ def plan_run(
 ) -> dict[str, Any]:
     """Fix and store the plan. A source or target that does not answer within `connect_timeout_s`
     (default: mirrorflow.cluster.unreachable.timeout.ms) raises ClusterUnreachable first."""
-    flow = _flow(config, source, target, topics)
+    flow = flow_for(config, source, target, topics)
     clients = FlowClients.resolve(flow, connection_extra)
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, mode, clients)
@@ -163,7 +163,7 @@ def report_run(
     return it; RunFailed if a partition failed or a topic could not be replicated.
     `topic_errors` is what the plan handed on (at most TOPIC_ERRORS_LIMIT of them) and
     `topic_errors_count` how many there were in all."""
-    flow = _flow(config, source, target, None)
+    flow = flow_for(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
     _, _, _, plan_body = runs.read_run_record(clients.target_consumer, plan_offset)
     plan = Plan.from_json(plan_body)
