@@ -4,10 +4,17 @@ Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app ser
 /metrics. Everything comes from one status snapshot: the last run of every flow (its figures
 and the lag it left), every flow's last verification (its verdict and counts), every flow's lag
 now (also for a flow MM2 runs) and every cluster's upstreams (heartbeat age, hops).
+
+The status app serves a snapshot that keeps the last known values of what cannot be read now
+(mirrorflow.control.status_snapshots), so during an outage every series stays, with
+`mirrorflow_flow_stale`, `mirrorflow_flow_data_age_seconds` and
+`mirrorflow_cluster_unreachable_seconds` saying how old it is: alerts on run age or failed
+partitions keep firing instead of going quiet for want of series.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -22,11 +29,18 @@ VERDICTS = (*VERDICTS_OK, "incomplete", "failed")
 
 
 class StatusCollector(Collector):
-    def __init__(self, status: MirrorStatus) -> None:
+    """Series of one status snapshot; ages are taken at `now_ms` (the scrape), so they grow
+    while the snapshot's values cannot be refreshed."""
+
+    def __init__(self, status: MirrorStatus | None, now_ms: int) -> None:
         self.status = status
+        self.now_ms = now_ms
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         status = self.status
+        yield from snapshot_metrics(status, self.now_ms)
+        if status is None:
+            return
         up = GaugeMetricFamily(
             "mirrorflow_cluster_up", "1 if the cluster answered the status read", labels=["cluster"]
         )
@@ -40,13 +54,21 @@ class StatusCollector(Collector):
             "Replication hops from an upstream cluster",
             labels=["cluster", "upstream"],
         )
+        unreachable = GaugeMetricFamily(
+            "mirrorflow_cluster_unreachable_seconds",
+            "How long the cluster has not answered the status reads (0 while it answers)",
+            labels=["cluster"],
+        )
         for cluster in status.clusters:
             up.add_metric([cluster.alias], 0.0 if cluster.error else 1.0)
+            since = cluster.unreachable_since_ms or status.generated_ms
+            unreachable.add_metric([cluster.alias], _seconds(self.now_ms - since) if cluster.error else 0.0)
             for upstream in cluster.upstreams:
                 if upstream.age_s is not None:
                     age.add_metric([cluster.alias, upstream.alias], upstream.age_s)
                 hops.add_metric([cluster.alias, upstream.alias], float(upstream.hops))
         yield up
+        yield unreachable
         yield age
         yield hops
 
@@ -84,7 +106,21 @@ class StatusCollector(Collector):
             "from the flow's stored source offsets (mirrorflow's or MirrorMaker 2's)",
             labels=["flow", "topic"],
         )
+        stale = GaugeMetricFamily(
+            "mirrorflow_flow_stale",
+            "1 if the flow could not be read at the last refresh: its other series show the last values "
+            "read (as old as mirrorflow_flow_data_age_seconds says)",
+            labels=labels,
+        )
+        data_age = GaugeMetricFamily(
+            "mirrorflow_flow_data_age_seconds",
+            "Age of the flow's values shown: since they were last read in full",
+            labels=labels,
+        )
         for flow in status.flows:
+            stale.add_metric([flow.flow], 1.0 if flow.stale or flow.error else 0.0)
+            if flow.as_of_ms is not None:
+                data_age.add_metric([flow.flow], _seconds(self.now_ms - flow.as_of_ms))
             for topic, left in sorted((flow.lag or {}).items()):
                 progress_lag.add_metric([flow.flow, topic], float(left))
             if flow.last_run is None or flow.last_run_ms is None:
@@ -98,7 +134,7 @@ class StatusCollector(Collector):
                 lag.add_metric([flow.flow, topic], float(left))
             for topic, row in sorted(flow.last_run.get("topics", {}).items()):
                 lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
-        yield from (last, records, copied, failed, lag, lost, progress_lag)
+        yield from (stale, data_age, last, records, copied, failed, lag, lost, progress_lag)
         yield from verification_metrics(status.flows)
 
 
@@ -156,7 +192,28 @@ def verification_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]
     yield from (when, ok, verdict, matched, wrong, explained, pending)
 
 
-def render(status: MirrorStatus) -> bytes:
+def snapshot_metrics(status: MirrorStatus | None, now_ms: int) -> Iterator[GaugeMetricFamily]:
+    """Whether there is a snapshot yet and how old it is (a refresh that stalls shows here)."""
+    ready = GaugeMetricFamily(
+        "mirrorflow_status_ready", "1 once the first status snapshot has been read, 0 while collecting it"
+    )
+    ready.add_metric([], 0.0 if status is None else 1.0)
+    yield ready
+    if status is not None:
+        age = GaugeMetricFamily(
+            "mirrorflow_status_snapshot_age_seconds", "Age of the status snapshot these series come from"
+        )
+        age.add_metric([], _seconds(now_ms - status.generated_ms))
+        yield age
+
+
+def _seconds(ms: int) -> float:
+    return round(max(0, ms) / 1000, 3)
+
+
+def render(status: MirrorStatus | None, *, now_ms: int | None = None) -> bytes:
+    """The Prometheus text of a status snapshot (None: the first one is still being read)."""
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StatusCollector(status))
+    registry.register(StatusCollector(status, now_ms))
     return generate_latest(registry)

@@ -1,5 +1,6 @@
 """The plugin mounts the status app in Airflow's own api-server app: login enforced on the page
-and JSON, metrics open (no token set), numbers read from the clusters."""
+and JSON, metrics open (no token set), numbers read from the clusters by the refresh thread the
+first request starts."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from mirrorflow.airflow.settings import PROJECT_ROOT
 
 PROBE = textwrap.dedent(
     """
+    import time
     from fastapi.testclient import TestClient
     from airflow.api_fastapi.app import create_app
     client = TestClient(create_app())
     print("health", client.get("/api/v2/monitor/health").status_code)
     print("status", client.get("/mirrorflow/status").status_code)
     print("ui", client.get("/mirrorflow/ui").status_code)
-    metrics = client.get("/mirrorflow/metrics")
+    # The mounted app gets no startup event: its first request starts the refresh thread, and
+    # requests answer "collecting" until the first snapshot is read.
+    deadline = time.monotonic() + 60
+    while True:
+        metrics = client.get("/mirrorflow/metrics")
+        if "mirrorflow_status_ready 1.0" in metrics.text or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     print("metrics", metrics.status_code)
     print(metrics.text)
     """

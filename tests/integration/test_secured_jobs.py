@@ -19,10 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
 
 from localkafka import LocalKafka, Security, TlsFiles, make_tls
-from mirrorflow.airflow.status_app import create_app
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints
@@ -39,6 +37,7 @@ from mirrorflow.replicate.service import plan_run, report_run
 
 from ..conftest import cluster_pair
 from .kafkatools import create_topics, produce, read_topic
+from .status_helpers import status_client
 from .test_failover_helpers import commit_at
 
 pytestmark = pytest.mark.local_kafka
@@ -184,8 +183,8 @@ def test_every_job_runs_on_secured_clusters_and_no_secret_is_shown(
     run_sync_topic_acls(flow, connection_extra=extra)
     moved = failover(config, "A", "B", group, dry_run=True, connection_extra=extra)
     assert [r.target_offset for r in moved.rows] == [7] * PARTITIONS
-    status_app = TestClient(create_app(lambda: config, connection_extra=extra))
-    status, metrics = status_app.get("/status"), status_app.get("/metrics")
+    with status_client(config, connection_extra=extra) as status_app:
+        status, metrics = status_app.get("/status"), status_app.get("/metrics")
     assert status.status_code == 200 and metrics.status_code == 200
     assert topic in status.text and "mirrorflow_" in metrics.text
 

@@ -7,9 +7,8 @@ import json
 import pytest
 from confluent_kafka.admin import AdminClient
 from fastapi import HTTPException
-from fastapi.testclient import TestClient
 
-from mirrorflow.airflow.status_app import TOKEN_ENV, create_app
+from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.control.heartbeats import emit_heartbeats
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.report import TOPIC_ROWS
@@ -32,10 +31,10 @@ def replicated(kafka_clusters, unique):
     return config, topic, summary
 
 
-def test_status_json_metrics_and_page(replicated, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_json_metrics_and_page(replicated, status_app, monkeypatch: pytest.MonkeyPatch) -> None:
     config, topic, summary = replicated
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    client = TestClient(create_app(lambda: config))
+    client = status_app(config)
 
     status = client.get("/status").json()
     (flow,) = status["flows"]
@@ -53,13 +52,13 @@ def test_status_json_metrics_and_page(replicated, monkeypatch: pytest.MonkeyPatc
     assert page.status_code == 200 and 'fetch("status")' in page.text
 
 
-def test_metrics_token_and_login(replicated, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metrics_token_and_login(replicated, status_app, monkeypatch: pytest.MonkeyPatch) -> None:
     config, _, _ = replicated
 
     def no_login() -> None:
         raise HTTPException(status_code=401, detail="log in")
 
-    client = TestClient(create_app(lambda: config, login_required=no_login))
+    client = status_app(config, login_required=no_login)
     assert client.get("/status").status_code == 401
     assert client.get("/ui").status_code == 401
     monkeypatch.setenv(TOKEN_ENV, "s3cret")
@@ -68,18 +67,18 @@ def test_metrics_token_and_login(replicated, monkeypatch: pytest.MonkeyPatch) ->
     assert client.get("/metrics", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
-def test_unreachable_cluster_is_reported_not_fatal(kafka_clusters) -> None:
+def test_unreachable_cluster_is_reported_not_fatal(kafka_clusters, status_app) -> None:
     (a,) = kafka_clusters(1)
 
     class Gone:
         alias, bootstrap = "B", "127.0.0.1:1"
 
     config = mm2_config([a, Gone()], ["A->B"])
-    status = TestClient(create_app(lambda: config)).get("/status").json()
+    status = status_app(config, timeout_s=2.0).get("/status").json()
     assert {c["alias"]: bool(c["error"]) for c in status["clusters"]} == {"A": False, "B": True}
 
 
-def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters) -> None:
+def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters, status_app) -> None:
     """The page and JSON show a 20,000-partition run as its bounded summary; a summary stored in
     chunks is read whole, and a newer one whose writer died mid-way is passed over."""
     a, b = kafka_clusters(2)
@@ -88,11 +87,12 @@ def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters
     runs.ensure_runs_topic(AdminClient(target), 1)
     report = big_report("status-20000")
     report.lag_left = {u["topic"]: 7 for u in report.units}
-    app = TestClient(create_app(lambda: config, max_age_s=0))
+    app = status_app(config, first_read=False)
 
     # A summary as large as they were before they were bounded: stored in chunks, read whole.
     unbounded = {"run_id": "unbounded", "totals": report.totals(), "failed": report.failed}
     runs.write_run_record(target, "A->B", "unbounded", "summary", json.dumps(unbounded))
+    app.refresh()
     shown = app.get("/status").json()["flows"][0]["last_run"]
     assert shown["run_id"] == "unbounded" and len(shown["failed"]) == len(report.failed) > 200
 
@@ -100,7 +100,7 @@ def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters
     runs.write_run_record(target, "A->B", report.run_id, "summary", json.dumps(summary))
     body = json.dumps(summary).encode()
     write_chunks(target, "A->B", "died", "summary", [(0, body[: len(body) // 2], False)], body)
-
+    app.refresh()
     (flow,) = app.get("/status").json()["flows"]
     assert flow["last_run"]["run_id"] == "status-20000"
     assert len(json.dumps(flow["last_run"])) < SUMMARY_BOUND

@@ -7,9 +7,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from fastapi.testclient import TestClient
 
-from mirrorflow.airflow.status_app import TOKEN_ENV, create_app
+from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.cli import main
 from mirrorflow.control.mirror_client import FIRST_SCAN, mirror_status
 from mirrorflow.ops import verify_service
@@ -21,7 +20,7 @@ from .mirror_setup import mm2_config, mm2_text, replicate_once
 
 
 def test_status_shows_the_last_verification_of_each_flow(
-    kafka_clusters, tmp_path, monkeypatch: pytest.MonkeyPatch
+    kafka_clusters, status_app, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = kafka_clusters(2)
     create_topics(a.bootstrap, ("orders", 1))
@@ -69,7 +68,7 @@ def test_status_shows_the_last_verification_of_each_flow(
     assert (flow.last_run["run_id"], flow.last_verification["run_id"]) == ("copy-2", "verify-2")
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    app = TestClient(create_app(lambda: config, max_age_s=0))
+    app = status_app(config)
     shown = {f["flow"]: f for f in app.get("/status").json()["flows"]}
     assert shown["A->B"]["last_verification"]["verdict"] == "incomplete"
     assert shown["B->A"]["last_verification"] is None
@@ -106,6 +105,7 @@ def test_status_shows_the_last_verification_of_each_flow(
         RUNS_TOPIC,
         [{"key": f"A->B|verify-3|{SUMMARY_KIND}".encode(), "value": json.dumps(failed)}],
     )
+    app.refresh()
     (flow,) = [f for f in app.get("/status").json()["flows"] if f["flow"] == "A->B"]
     assert flow["last_verification"]["verdict"] == "failed"
     assert flow["last_verification"]["mismatch_count"] == 3_000

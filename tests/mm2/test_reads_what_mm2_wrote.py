@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from fastapi.testclient import TestClient
 
-from mirrorflow.airflow.status_app import create_app
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import read_checkpoints, remote_consumer_offsets
@@ -18,6 +16,7 @@ from mirrorflow.control.syncs import read_sync_index
 from mirrorflow.ops.failover import COMMITTED, failover
 
 from ..integration.kafkatools import create_topics, read_all
+from ..integration.status_helpers import status_client
 from ..integration.test_failover_helpers import consume_rest, produce_numbered
 from .interop import commit_groups, contents, run_java, write_properties
 from .mm2_process import end_offsets, reached, source_offsets
@@ -124,12 +123,11 @@ def test_mirrorflow_reads_mm2s_state_shows_its_flow_and_fails_its_groups_over(
     row = next(line for line in table.output.splitlines() if "A->B" in line and "no mirrorflow" in line)
     assert row.split("│")[-2].strip() == str(sum(flow.lag.values())), "the lag now column"
 
-    app = TestClient(create_app(lambda: config))
-    page_data = app.get("/status").json()
+    with status_client(config) as app:
+        page_data, metrics = app.get("/status").json(), app.get("/metrics").text
     assert next(f for f in page_data["flows"] if f["flow"] == "A->B")["lag"]["orders"] == 60
     b_status = next(c for c in page_data["clusters"] if c["alias"] == "B")
     assert [(u["alias"], u["hops"]) for u in b_status["upstreams"]] == [("A", 1)]
-    metrics = app.get("/metrics").text
     assert 'mirrorflow_flow_progress_lag_records{flow="A->B",topic="orders"} 60.0' in metrics
     assert 'mirrorflow_replication_hops{cluster="B",upstream="A"} 1.0' in metrics
 

@@ -1,15 +1,23 @@
 """What the Airflow plugin mounts: the status app wired to the api-server's config, login and
-connections. The config is read on each status refresh, so edits show up without a restart."""
+connections. The config is read on each status refresh, so edits show up without a restart;
+MIRRORFLOW_STATUS_REFRESH_S (default 15) sets how often the status is read and
+MIRRORFLOW_STATUS_TIMEOUT_S (default 5) how long one Kafka call of a refresh may wait."""
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any
 
 from fastapi import FastAPI
 
 from mirrorflow.airflow.settings import config_path
-from mirrorflow.airflow.status_app import create_app
+from mirrorflow.airflow.status_app import READ_TIMEOUT_S, create_app
 from mirrorflow.config import MirrorConfig, load_config
+from mirrorflow.control.status_snapshots import REFRESH_S
+
+REFRESH_ENV = "MIRRORFLOW_STATUS_REFRESH_S"
+TIMEOUT_ENV = "MIRRORFLOW_STATUS_TIMEOUT_S"
 
 
 def _load() -> MirrorConfig:
@@ -23,7 +31,26 @@ def _connection_extra(conn_id: str) -> dict[str, Any]:
     return Connection.get_connection_from_secrets(conn_id).extra_dejson
 
 
+def seconds_from_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name}={raw!r}: give a number of seconds above 0 (default {default:g})")
+    return value
+
+
 def status_fastapi_app() -> FastAPI:
     from airflow.api_fastapi.core_api.security import requires_authenticated
 
-    return create_app(_load, connection_extra=_connection_extra, login_required=requires_authenticated())
+    return create_app(
+        _load,
+        connection_extra=_connection_extra,
+        login_required=requires_authenticated(),
+        refresh_s=seconds_from_env(REFRESH_ENV, REFRESH_S),
+        timeout_s=seconds_from_env(TIMEOUT_ENV, READ_TIMEOUT_S),
+    )

@@ -12,7 +12,9 @@ replicationHops and remoteTopics (cycle guards included), so monitoring built fo
 cluster is (an upper bound on that path's replication lag), which heartbeat jobs write into each
 cluster, each flow's last run summary and last verification from the run-records topic, and
 each flow's lag now, from the source offsets MM2 and mirrorflow both store (so a flow MM2 runs
-shows it too). The status page, its metrics and `mirrorflow status` reuse it.
+shows it too). The status page, its metrics and `mirrorflow status` reuse it. A cluster that
+does not answer is read once per status: the flows into and out of it are not asked again, so a
+dead cluster costs one timeout, and their errors say which cluster is down.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
-from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets, reader, watermarks
+from mirrorflow.config.secrets import REDACTED, is_secret_key
+from mirrorflow.kafka import LIBRDKAFKA_LOG, KafkaCallError, admin_client, list_offsets, reader, watermarks
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.ops.verify import SUMMARY_KIND as VERIFY_SUMMARY_KIND
 from mirrorflow.policy import should_replicate_topic
@@ -51,6 +54,16 @@ POLICY_CLASS_KEY = "replication.policy.class"
 SUMMARY_KIND = "summary"
 FIRST_SCAN = 64  # run records read back from the end before widening the search
 STATUS_FETCH_WAIT_MS = 20
+ERROR_CHARS = 400  # an error shown on the status: librdkafka's lines can run long
+# librdkafka's answers that mean nothing of the cluster can be read now (its brokers down or not
+# reachable from here, or refusing our login), not that one topic or permission is missing.
+UNREACHABLE_CODES = (
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._RESOLVE,
+    KafkaError._AUTHENTICATION,
+)
 
 
 def count_hops(policy: ReplicationPolicy, topic: str, alias: str) -> int:
@@ -142,11 +155,20 @@ def cluster_client_configs(
             f"cluster {alias!r} is the only one in clusters; status needs at least two clusters to compare"
         )
     flow = next((f for f in config.flows if f.target == alias), None) or config.flow(others[0], alias)
-    admin = flow.client_config("target", "admin", role="status-admin", connection_extra=connection_extra)
-    consumer = flow.client_config(
-        "target", "consumer", role="status-consumer", connection_extra=connection_extra
+    return (
+        status_client_config(flow, "target", "admin", connection_extra),
+        status_client_config(flow, "target", "consumer", connection_extra),
     )
-    return admin, consumer
+
+
+def status_client_config(
+    flow: FlowConfig, side: str, kind: str, connection_extra: ConnectionExtra | None
+) -> dict[str, Any]:
+    """A status reader's client config. librdkafka's lines go through Python logging with repeats
+    held back (mirrorflow.kafka.RepeatFilter): the status app reads a dead cluster every refresh,
+    and each read would otherwise print every failed connection."""
+    config = flow.client_config(side, kind, role=f"status-{kind}", connection_extra=connection_extra)
+    return {"logger": LIBRDKAFKA_LOG, **config}
 
 
 class MirrorClient:
@@ -280,11 +302,18 @@ class ClusterStatus:
     # heartbeat jobs writing into this cluster's own `heartbeats`: "S->alias" -> newest timestamp
     heartbeat_jobs: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    as_of_ms: int | None = None  # when the values above were read (None: never)
+    # Set by a long-running reader (control.status_snapshots) that keeps the last values read
+    # while the cluster does not answer: stale from the first failed read until one succeeds.
+    stale: bool = False
+    unreachable_since_ms: int | None = None
 
 
 @dataclass
 class FlowStatus:
     flow: str
+    source: str | None = None
+    target: str | None = None
     last_run: dict[str, Any] | None = None
     last_run_ms: int | None = None  # when the summary was written
     # The newest verification's verdict and figures (verification_overview); its mismatches stay
@@ -295,6 +324,10 @@ class FlowStatus:
     # stored source offsets, which MM2 and mirrorflow both keep: it shows a flow MM2 runs too.
     lag: dict[str, int] | None = None
     error: str | None = None
+    as_of_ms: int | None = None  # when the values above were read in full (None: not this time)
+    # As for ClusterStatus: set by control.status_snapshots when it shows values of an earlier read.
+    stale: bool = False
+    unreachable_since_ms: int | None = None
 
 
 @dataclass
@@ -313,8 +346,28 @@ class MirrorStatus:
         return next(f for f in self.flows if f.flow == name)
 
 
-def _age(now_ms: int, timestamp_ms: int | None) -> float | None:
+def heartbeat_age(now_ms: int, timestamp_ms: int | None) -> float | None:
     return None if timestamp_ms is None else round(max(0, now_ms - timestamp_ms) / 1000, 3)
+
+
+def unreachable(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in UNREACHABLE_CODES
+
+
+def error_text(exc: BaseException, *client_configs: dict[str, Any]) -> str:
+    """An error fit for the status page: librdkafka's error name and text, any secret of the
+    clients involved masked (librdkafka does not put them in errors; a wrapper might), and cut
+    to ERROR_CHARS."""
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    text = (
+        f"{error.name()}: {error.str()}" if isinstance(error, KafkaError) else str(exc) or type(exc).__name__
+    )
+    for config in client_configs:
+        for key, value in config.items():
+            if is_secret_key(key) and isinstance(value, str) and len(value) >= 4:
+                text = text.replace(value, REDACTED)
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
 
 
 def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStatus:
@@ -336,7 +389,9 @@ def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStat
         stamped = [(max(newest[t].values()), t) for t in carriers if newest[t]]
         last_ms, via = max(stamped) if stamped else (None, None)
         status.upstreams.append(
-            UpstreamStatus(upstream, view.replication_hops(upstream), last_ms, _age(now_ms, last_ms), via)
+            UpstreamStatus(
+                upstream, view.replication_hops(upstream), last_ms, heartbeat_age(now_ms, last_ms), via
+            )
         )
     return status
 
@@ -425,12 +480,8 @@ def flow_lag(
     the figure is the same whichever of them runs the flow. A partition never replicated counts
     from its log start. The end is the last stable offset, as a replicate run plans it.
     """
-    admin_config = flow.client_config(
-        "source", "admin", role="status-admin", connection_extra=connection_extra
-    )
-    consumer = flow.client_config(
-        "target", "consumer", role="status-consumer", connection_extra=connection_extra
-    )
+    admin_config = status_client_config(flow, "source", "admin", connection_extra)
+    consumer = status_client_config(flow, "target", "consumer", connection_extra)
     admin = admin_client(admin_config)
     topics = admin.list_topics(timeout=timeout_s).topics
     parts = [
@@ -460,40 +511,74 @@ def mirror_status(
     """Every cluster's (or the named ones') replication paths and every replication flow's last run
     and last verification.
 
-    A cluster that cannot be reached gets an `error` instead of failing the whole status.
+    A cluster that cannot be reached gets an `error` instead of failing the whole status, and so
+    does every flow into it (nothing of it can be read: its run records live there) or out of it
+    (its lag cannot be measured; the run records on the target still are read), without waiting
+    on it once more.
     """
     now_ms = int(time.time() * 1000)
     wanted = list(clusters) if clusters is not None else list(config.clusters)
     cluster_rows = []
+    down: dict[str, str] = {}  # clusters that do not answer at all: not asked again for their flows
     for alias in wanted:
+        admin, consumer = cluster_client_configs(config, alias, connection_extra=connection_extra)
         try:
-            client = MirrorClient.for_cluster(
-                config, alias, connection_extra=connection_extra, timeout_s=timeout_s
+            client = MirrorClient(
+                admin, cluster_policy(config, alias), consumer_config=consumer, timeout_s=timeout_s
             )
-            cluster_rows.append(cluster_status(client, alias, now_ms))
+            row = cluster_status(client, alias, now_ms)
+            row.as_of_ms = now_ms
+            cluster_rows.append(row)
         except (KafkaException, KafkaCallError) as exc:
-            log.warning("status of %s: %s", alias, exc)
+            where = admin.get("bootstrap.servers", "?")
+            why = error_text(exc, admin, consumer)
+            error = f"cluster {alias} at {where} (waited up to {timeout_s:g}s): {why}"
+            log.warning("status of %s: %s", alias, error)
             policy = type(cluster_policy(config, alias)).__name__
-            cluster_rows.append(ClusterStatus(alias=alias, policy=policy, error=str(exc)))
+            cluster_rows.append(ClusterStatus(alias=alias, policy=policy, error=error))
+            if unreachable(exc):
+                down[alias] = error
     flow_rows = []
     for flow in config.replication_flows:
         if clusters is not None and flow.target not in wanted:
             continue
-        row = FlowStatus(flow.name)
-        try:
-            consumer = flow.client_config(
-                "target", "consumer", role="status-consumer", connection_extra=connection_extra
-            )
-            found = last_run_summaries(
-                consumer, flow.name, (SUMMARY_KIND, VERIFY_SUMMARY_KIND), timeout_s=timeout_s
-            )
-            if SUMMARY_KIND in found:
-                row.last_run, row.last_run_ms = found[SUMMARY_KIND]
-            if VERIFY_SUMMARY_KIND in found:
-                summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND]
-                row.last_verification = verification_overview(summary)
-            row.lag = flow_lag(flow, connection_extra=connection_extra, timeout_s=timeout_s)
-        except (KafkaException, KafkaCallError, ProgressReadError) as exc:
-            row.error = str(exc)
-        flow_rows.append(row)
+        flow_rows.append(
+            flow_status(flow, down, connection_extra=connection_extra, timeout_s=timeout_s, now_ms=now_ms)
+        )
     return MirrorStatus(now_ms, cluster_rows, flow_rows)
+
+
+def flow_status(
+    flow: FlowConfig,
+    down: dict[str, str],
+    *,
+    connection_extra: ConnectionExtra | None,
+    timeout_s: float,
+    now_ms: int,
+) -> FlowStatus:
+    """One flow's last run, last verification and lag now; `down` names the clusters found not
+    answering (alias -> why), which are not asked again. `as_of_ms` is set when all was read."""
+    row = FlowStatus(flow.name, source=flow.source, target=flow.target)
+    if flow.target in down:
+        row.error = f"target {flow.target} unreachable: {down[flow.target]}"
+        return row
+    consumer = status_client_config(flow, "target", "consumer", connection_extra)
+    try:
+        found = last_run_summaries(
+            consumer, flow.name, (SUMMARY_KIND, VERIFY_SUMMARY_KIND), timeout_s=timeout_s
+        )
+        if SUMMARY_KIND in found:
+            row.last_run, row.last_run_ms = found[SUMMARY_KIND]
+        if VERIFY_SUMMARY_KIND in found:
+            summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND]
+            row.last_verification = verification_overview(summary)
+        if flow.source in down:
+            row.error = f"source {flow.source} unreachable: {down[flow.source]}"
+            return row
+        row.lag = flow_lag(flow, connection_extra=connection_extra, timeout_s=timeout_s)
+    except (KafkaException, KafkaCallError, ProgressReadError) as exc:
+        source = status_client_config(flow, "source", "admin", connection_extra)
+        row.error = error_text(exc, consumer, source)
+        return row
+    row.as_of_ms = now_ms
+    return row
