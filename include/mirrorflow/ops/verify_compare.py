@@ -31,6 +31,7 @@ import struct
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -40,6 +41,8 @@ from mirrorflow.policy.provenance import PROVENANCE_HEADER, ProvenanceError, dec
 from mirrorflow.replicate.copy import CONSUMER_DEFAULTS
 
 BATCH = 5000
+FETCH_BYTES = 1 << 20  # per partition and fetch (see PartitionReader)
+FETCH_WAIT_MS = 10  # how long the broker may hold a fetch that finds no new record
 POLL_S = 0.05
 IDLE_TIMEOUT_S = 30.0
 DETAIL_LIMIT = 20  # mismatches described in full per partition; all are counted
@@ -62,6 +65,9 @@ EXPLAINED_KINDS = (
 
 _INT = struct.Struct(">i").pack
 _STAMP = struct.Struct(">bq").pack
+_NO_HEADERS_STAMP = struct.Struct(">ibq").pack  # a header count of 0, then the timestamp
+_NULL = b"\xff\xff\xff\xff"
+_ERROR = Message.error
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,37 +187,90 @@ class PartitionCheck:
         return cls(**data)
 
 
-class _Digest:
-    """Order-sensitive digest of a stream of records (see the module docstring)."""
+SOURCE, TARGET = 0, 1  # the sides of _Digests
+
+
+class _Digests:
+    """The source's and the target's digest of one partition (see the module docstring), each
+    fed one _record_bytes per record.
+
+    As long as both sides have taken the same bytes (every record so far an exact copy of its
+    source record) they are one hash state, fed once per pair: the bytes one side takes wait
+    until the other side takes the same, or the sides part, each going on from a copy of the
+    shared state. Hashing (about 1 us per KiB) is the largest single cost of comparing records,
+    and an exact copy halves it; either digest is the same as if each side had a hash of its own."""
 
     def __init__(self) -> None:
-        self._hash = hashlib.blake2b(digest_size=16)
+        self._shared = hashlib.blake2b(digest_size=16)
+        self._held: list[bytes | None] = [None, None]  # a side's bytes beyond the shared state
+        # (source, target): a hash each, once the sides differ
+        self._parted: tuple[hashlib.blake2b, hashlib.blake2b] | None = None
 
-    def add(
-        self, key: bytes | None, value: bytes | None, headers: list | None, ts_type: int, ts: int
-    ) -> None:
-        update = self._hash.update
-        for part in (key, value):
-            if part is None:
-                update(b"\xff\xff\xff\xff")
-            else:
-                update(_INT(len(part)))
-                update(part)
-        update(_INT(len(headers) if headers else 0))
-        for name, hvalue in headers or ():
-            raw_name = name.encode()
-            update(_INT(len(raw_name)))
-            update(raw_name)
-            if hvalue is None:
-                update(b"\xff\xff\xff\xff")
-            else:
-                raw = hvalue.encode() if isinstance(hvalue, str) else hvalue
-                update(_INT(len(raw)))
-                update(raw)
-        update(_STAMP(ts_type, ts))
+    def add(self, side: int, data: bytes) -> None:
+        if self._parted is not None:
+            self._parted[side].update(data)
+            return
+        held = self._held
+        other = held[1 - side]
+        if other is not None and other == data:
+            self._shared.update(data)
+            held[1 - side] = None
+        elif other is None and held[side] is None:
+            held[side] = data
+        else:
+            self._part()[side].update(data)
 
-    def hexdigest(self) -> str:
-        return self._hash.hexdigest()
+    def _part(self) -> tuple[hashlib.blake2b, hashlib.blake2b]:
+        parted = self._parted = (self._shared.copy(), self._shared)
+        for side, data in enumerate(self._held):
+            if data is not None:
+                parted[side].update(data)
+        self._held = [None, None]
+        return parted
+
+    def hexdigests(self) -> tuple[str, str]:
+        """(source, target)."""
+        if self._parted is None and self._held == [None, None]:
+            shared = self._shared.hexdigest()
+            return shared, shared
+        source, target = self._parted or self._part()
+        return source.hexdigest(), target.hexdigest()
+
+
+def _record_bytes(
+    key: bytes | None, value: bytes | None, headers: list | None, ts_type: int, ts: int
+) -> bytes:
+    """What a digest takes of one record: key and value length-prefixed (-1 for null), the
+    header count and each header's name and value length-prefixed, the timestamp type and the
+    timestamp. One bytes object, so a record costs one digest update, and a copy equal to its
+    source record lends the source's digest the same bytes."""
+    if headers is None:  # the common case: no list to build
+        return b"".join(
+            (
+                _NULL if key is None else _INT(len(key)),
+                key or b"",
+                _NULL if value is None else _INT(len(value)),
+                value or b"",
+                _NO_HEADERS_STAMP(0, ts_type, ts),
+            )
+        )
+    parts = [
+        _NULL if key is None else _INT(len(key)),
+        key or b"",
+        _NULL if value is None else _INT(len(value)),
+        value or b"",
+        _INT(len(headers)),
+    ]
+    for name, hvalue in headers:
+        raw_name = name.encode()
+        parts += (_INT(len(raw_name)), raw_name)
+        if hvalue is None:
+            parts.append(_NULL)
+        else:
+            raw = hvalue.encode() if isinstance(hvalue, str) else hvalue
+            parts += (_INT(len(raw)), raw)
+    parts.append(_STAMP(ts_type, ts))
+    return b"".join(parts)
 
 
 def _without_provenance(headers: list | None) -> list | None:
@@ -226,12 +285,20 @@ class PartitionReader:
     (a worker verifies many partitions; a consumer per partition would cost a connection each)."""
 
     def __init__(self, config: Mapping[str, Any], what: str, group_id: str) -> None:
-        # The copy's fetch settings; the group id is the one the ACL table grants. An offset
+        # The copy's client settings; the group id is the one the ACL table grants. An offset
         # retention removed after the plan is an error event, never a silent jump.
+        # Fetches differ from the copy's. A verification moves its consumer from range to
+        # range (partition after partition, probe after probe, stretch after stretch), and each
+        # move waited for the fetch under way: up to max.partition.fetch.bytes (the copy's
+        # 8 MiB) read to be thrown away, or, at a partition's end, up to fetch.wait.max.ms
+        # (500 ms) for records that were not coming, as no range reaches past a last stable
+        # offset the plan saw. 1 MiB fetches stream a partition as fast as 8 MiB ones.
         self.consumer = Consumer(
             {
                 **CONSUMER_DEFAULTS,
                 **config,
+                "max.partition.fetch.bytes": FETCH_BYTES,
+                "fetch.wait.max.ms": FETCH_WAIT_MS,
                 "group.id": group_id,
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
@@ -248,13 +315,36 @@ class PartitionReader:
     def read(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
         """Records at offsets [start, end) in order; `end` must not be past the last stable
         offset (records there may never become readable)."""
+        return chain.from_iterable(self._batches(BATCH, topic, partition, start, end))
+
+    def peek(self, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
+        """read()'s records one at a time, for a caller that wants only the first one or few (a
+        binary search's probe), without turning a fetch's worth of records into messages."""
+        return chain.from_iterable(self._batches(1, topic, partition, start, end))
+
+    def first(self, topic: str, partition: int, start: int, end: int) -> Message | None:
+        """The first record at or after `start` (before `end`), or None."""
+        for message in self.peek(topic, partition, start, end):
+            return message
+        return None
+
+    def _batches(
+        self, most: int, topic: str, partition: int, start: int, end: int
+    ) -> Iterator[list[Message]]:
+        """The records at [start, end) in batches of at most `most`. A batch with no error
+        event that ends before `end` (nearly all of them) passes as consume() returned it;
+        the others are checked record by record."""
         if start >= end:
             return
-        self.consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self.consumer
+        consumer.assign([TopicPartition(topic, partition, start)])
         try:
             last_seen = time.monotonic()
+            position = start  # offsets below this were read
             while True:
-                batch = self.consumer.consume(BATCH, timeout=POLL_S)
+                # consume() waits out its timeout unless it gets as many messages as asked for
+                # (an EOF event counts), so it is never asked for more than the offsets left.
+                batch = consumer.consume(min(most, end - position), timeout=POLL_S)
                 if not batch:
                     if time.monotonic() - last_seen > IDLE_TIMEOUT_S:
                         raise KafkaCallError(
@@ -263,28 +353,41 @@ class PartitionReader:
                         )
                     continue
                 last_seen = time.monotonic()
+                last = batch[-1]
+                if last.error() is None and last.offset() + 1 < end and not any(map(_ERROR, batch)):
+                    position = last.offset() + 1
+                    yield batch
+                    continue
+                records: list[Message] = []
+                done = False
+                failure = None
                 for message in batch:
                     error = message.error()
                     if error is not None:
-                        if error.code() == KafkaError._PARTITION_EOF:
-                            if message.offset() >= end:
-                                return
-                            continue
-                        raise KafkaException(error)
+                        if error.code() != KafkaError._PARTITION_EOF:
+                            failure = KafkaException(error)
+                            break
+                        if message.offset() >= end:
+                            done = True
+                            break
+                        continue
                     offset = message.offset()
                     if offset >= end:
-                        return
-                    yield message
-                    if offset + 1 >= end:
-                        return
+                        done = True
+                        break
+                    records.append(message)
+                    position = offset + 1
+                    if position >= end:
+                        done = True
+                        break
+                if records:
+                    yield records  # the records before a failure are compared, as they were read
+                if failure is not None:
+                    raise failure
+                if done:
+                    return
         finally:
-            self.consumer.unassign()
-
-    def first(self, topic: str, partition: int, start: int, end: int) -> Message | None:
-        """The first record at or after `start` (before `end`), or None."""
-        for message in self.read(topic, partition, start, end):
-            return message
-        return None
+            consumer.unassign()
 
 
 class _Provenances:
@@ -304,6 +407,21 @@ class _Provenances:
         for name, hvalue in headers or ():
             if name == PROVENANCE_HEADER:
                 value = hvalue
+        return self._offset(value)
+
+    def split(self, headers: list | None) -> tuple[int | None, list | None]:
+        """source_offset() of a target record, and its headers without provenance (None if no
+        other is left), in one look at the headers."""
+        if not headers:
+            return None, None
+        if len(headers) == 1:  # a copy of a record without headers: only the copy's own
+            name, value = headers[0]
+            if name == PROVENANCE_HEADER:
+                return self._offset(value), None
+            return None, headers
+        return self.source_offset(headers), _without_provenance(headers)
+
+    def _offset(self, value: str | bytes | None) -> int | None:
         if value is None:
             return None
         raw = value.encode() if isinstance(value, str) else bytes(value)
@@ -342,15 +460,13 @@ def compare_partition(
         stretches=len(span.stretches),
         pending=span.pending,
     )
-    source_digest, target_digest = _Digest(), _Digest()
+    digests = _Digests()
     provenances = _Provenances(job, span)
     try:
         if span.stretches:
             for lo, hi in span.stretches:
                 at = _target_position(target, span, provenances, lo)
-                _merge(
-                    job, span, check, source, target, provenances, source_digest, target_digest, lo, hi, at
-                )
+                _merge(job, span, check, source, target, provenances, digests, lo, hi, at)
         else:
             _merge(
                 job,
@@ -359,16 +475,14 @@ def compare_partition(
                 source,
                 target,
                 provenances,
-                source_digest,
-                target_digest,
+                digests,
                 span.start,
                 span.compare_end,
                 span.target_start,
             )
     except (KafkaException, KafkaCallError) as exc:
         check.error = f"{span.topic}-{span.partition}: {exc}"
-    check.source_digest = source_digest.hexdigest()
-    check.target_digest = target_digest.hexdigest()
+    check.source_digest, check.target_digest = digests.hexdigests()
     check.seconds = round(time.monotonic() - started, 3)
     return check
 
@@ -377,12 +491,12 @@ def _target_position(
     target: PartitionReader, span: VerifySpan, provenances: _Provenances, source_offset: int
 ) -> int:
     """The first target offset holding this flow's copy of `source_offset` or a later one (a
-    binary search over the target range, one record read per step)."""
+    binary search over the target range, one record peeked per step)."""
     lo, hi = span.target_start, span.target_end
     while lo < hi:
         mid = (lo + hi) // 2
         found = None
-        for message in target.read(span.remote_topic, span.partition, mid, hi):
+        for message in target.peek(span.remote_topic, span.partition, mid, hi):
             copied_from = provenances.source_offset(message.headers())
             if copied_from is not None and copied_from >= 0:
                 found = (message.offset(), copied_from)
@@ -401,8 +515,7 @@ def _merge(
     source: PartitionReader,
     target: PartitionReader,
     provenances: _Provenances,
-    source_digest: _Digest,
-    target_digest: _Digest,
+    digests: _Digests,
     lo: int,
     hi: int,
     target_from: int,
@@ -421,6 +534,8 @@ def _merge(
     # of the same key shows up, wrong if none does.
     compacted_missing: dict[bytes | None, list[int]] = {}
     head_trimmed = span.target_log_start > span.floor
+    split = provenances.split
+    digest = digests.add
 
     def account_source(message: Message, *, before_any_copy: bool) -> None:
         """A source record that has no copy on the target."""
@@ -430,7 +545,10 @@ def _merge(
         expected_next = offset + 1
         check.source_records += 1
         headers = message.headers()
-        source_digest.add(message.key(), message.value(), _without_provenance(headers), *message.timestamp())
+        digest(
+            SOURCE,
+            _record_bytes(message.key(), message.value(), _without_provenance(headers), *message.timestamp()),
+        )
         if headers and _is_loop(headers, job.target):
             check.explained["loops"] += 1
         elif before_any_copy and head_trimmed:
@@ -441,8 +559,7 @@ def _merge(
             check.note("missing", offset, None, "no copy of this source record on the target")
 
     for copy in target.read(span.remote_topic, span.partition, target_from, span.target_end):
-        headers = copy.headers()
-        copied_from = provenances.source_offset(headers)
+        copied_from, copy_headers = split(copy.headers())
         if copied_from is None:
             check.unattributed += 1
             continue
@@ -461,15 +578,16 @@ def _merge(
                 check.explained["removed_from_source"] += 1
             last_copied = max(last_copied, copied_from)
             continue
-        copy_headers = _without_provenance(headers)
-        target_digest.add(copy.key(), copy.value(), copy_headers, *copy.timestamp())
+        key, value, copy_ts = copy.key(), copy.value(), copy.timestamp()
+        copy_bytes = _record_bytes(key, value, copy_headers, *copy_ts)
+        digest(TARGET, copy_bytes)
         check.target_records += 1
         if copied_from <= last_copied:
             _repeated(job, check, copied_from, copy.offset())
             continue
         last_copied = copied_from
-        if span.target_compacted and compacted_missing and copy.key() in compacted_missing:
-            check.explained["compacted_on_target"] += len(compacted_missing.pop(copy.key()))
+        if span.target_compacted and compacted_missing and key in compacted_missing:
+            check.explained["compacted_on_target"] += len(compacted_missing.pop(key))
         while pending_source is not None and pending_source.offset() < copied_from:
             account_source(pending_source, before_any_copy=not seen_copy)
             pending_source = next(sources, None)
@@ -484,21 +602,29 @@ def _merge(
             continue
         original = pending_source
         pending_source = next(sources, None)
-        check.gaps += original.offset() - expected_next
-        expected_next = original.offset() + 1
+        offset = original.offset()
+        check.gaps += offset - expected_next
+        expected_next = offset + 1
         check.source_records += 1
-        original_headers = original.headers()
-        source_headers = _without_provenance(original_headers)
-        source_ts = original.timestamp()
-        source_digest.add(original.key(), original.value(), source_headers, *source_ts)
+        source_key, source_value, source_ts = original.key(), original.value(), original.timestamp()
+        source_headers = _without_provenance(original.headers())
+        if (
+            source_ts == copy_ts
+            and source_value == value
+            and source_key == key
+            and source_headers == copy_headers
+        ):
+            digest(SOURCE, copy_bytes)  # an exact copy: the source record's bytes are the same
+            check.matched += 1
+            continue
+        digest(SOURCE, _record_bytes(source_key, source_value, source_headers, *source_ts))
         differ = []
-        if original.key() != copy.key():
+        if source_key != key:
             differ.append("key")
-        if original.value() != copy.value():
+        if source_value != value:
             differ.append("value")
         if source_headers != copy_headers:
             differ.append("headers")
-        copy_ts = copy.timestamp()
         timestamp_explained = None
         if source_ts[1] != copy_ts[1]:
             if copy_ts[0] == TIMESTAMP_LOG_APPEND and source_ts[0] != TIMESTAMP_LOG_APPEND:
@@ -508,7 +634,7 @@ def _merge(
             else:
                 differ.append("timestamp")
         if differ:
-            check.note("different", original.offset(), copy.offset(), ", ".join(differ) + " differ")
+            check.note("different", offset, copy.offset(), ", ".join(differ) + " differ")
         else:
             check.matched += 1
             if timestamp_explained:
