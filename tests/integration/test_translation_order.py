@@ -43,7 +43,9 @@ def flow_with(a, b, topic: str, records: int, target_order: list[int]):
     return mm2_config([a, b], ["A->B"])
 
 
-def test_runs_out_of_order_are_found_by_the_probes_and_a_failover_skips_nothing(shared_clusters, unique) -> None:
+def test_runs_out_of_order_are_found_by_the_probes_and_a_failover_skips_nothing(
+    shared_clusters, unique
+) -> None:
     a, b = shared_clusters[:2]
     topic, group = unique("swapped"), unique("reader")
     config = flow_with(a, b, topic, 100, [*range(50, 100), *range(50)])
