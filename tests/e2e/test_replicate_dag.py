@@ -154,12 +154,7 @@ def test_a_stopped_target_fails_the_plan_in_seconds_with_one_error_and_report_up
     # 3 s of waiting in one attempt, plus Airflow's own start-up; retries 30 s apart would exceed it.
     assert took < 45, f"the run took {took:.0f}s to fail"
     states = airflow_home.task_states(result.dag_id, result.run_id, env=env)
-    after_plan = ("copy", "report", "verify_plan", "verify", "verify_report", "preview", "approve", "cutover")
-    assert states == {
-        "plan": "failed",
-        **dict.fromkeys(after_plan, "upstream_failed"),
-        "final_report": "failed",
-    }, states
+    assert states == {"plan": "failed", "copy": "upstream_failed", "report": "upstream_failed"}, states
     assert f"cluster B (target of A->B) at {b.bootstrap} did not answer within 3s" in result.log
     assert "check B.bootstrap.servers" in result.log
     assert "KafkaException" not in result.log and "TypeError" not in result.log
