@@ -33,6 +33,12 @@ def migrate_form_problems(clusters: Sequence[str], params: Mapping[str, Any]) ->
         problems.append(
             f"Source cluster and Target cluster are both {source!r}: choose two different clusters"
         )
+    groups = params.get("groups")
+    if groups:
+        try:
+            re.compile(groups)
+        except re.error as exc:
+            problems.append(f"Consumer groups to move: {groups!r} is not a valid regular expression ({exc})")
     return problems + _topics_and_until_problems(params, "Copy up to")
 
 

@@ -346,11 +346,11 @@ class VerifyReport:
         out["explained_total"] = sum(out["explained"].values())
         return out
 
-    def verdict(self) -> str:
+    def verdict(self, totals: Mapping[str, Any] | None = None) -> str:
         """failed: something is wrong or could not be read; incomplete: nothing is wrong, but
         not everything to the end was copied, or some could not be attributed; verified: every
         record in range was compared and is equal (sampled: every sampled record)."""
-        totals = self.totals()
+        totals = self.totals() if totals is None else totals
         if totals["mismatched_partitions"] or totals["failed_partitions"]:
             return "failed"
         if totals["pending"] or totals["unverifiable_partitions"]:
@@ -410,7 +410,7 @@ class VerifyReport:
         return {
             "run_id": self.run_id,
             "flow": self.flow,
-            "verdict": self.verdict(),
+            "verdict": self.verdict(totals),
             "until_ms": self.until_ms,
             "sample": self.sample,
             "confidence": self.confidence(),

@@ -8,12 +8,41 @@ from collections.abc import Mapping
 from typing import Any
 
 from mirrorflow.clients import FlowClients, check_reachable
-from mirrorflow.config import MirrorConfig
+from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.ops import verify
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.service import flow_for, parse_until
+
+
+def _fix_and_store(
+    flow: FlowConfig,
+    clients: FlowClients,
+    *,
+    run_id: str,
+    until: str | int | None,
+    sample: float | None,
+    seed: int | None,
+    delivery: str | None,
+    ends: Mapping[tuple[str, int], int] | None,
+    connect_timeout_s: float | None,
+) -> tuple[verify.VerifyPlan, int]:
+    """Check both clusters answer and the ACLs are there, fix the plan and store it: the plan
+    and its offset in the run-records topic."""
+    check_reachable(flow, clients, connect_timeout_s)
+    require_job_acls(flow, "verify", clients)
+    fixed = verify.plan_verify(
+        flow,
+        clients,
+        run_id=run_id,
+        until_ms=parse_until(until),
+        sample=sample,
+        seed=seed,
+        delivery=delivery,
+        ends=ends,
+    )
+    return fixed, verify.store_plan(clients, fixed)
 
 
 def plan(
@@ -31,23 +60,22 @@ def plan(
     connection_extra: ConnectionExtra | None = None,
     connect_timeout_s: float | None = None,
 ) -> dict[str, Any]:
-    """Check both clusters answer and the ACLs are there, fix the plan, store it and return its
-    overview (with `plan_offset`, what the compare step is handed)."""
+    """The plan step (_fix_and_store); returns the plan's overview, with `plan_offset`, what
+    the compare step is handed."""
     flow = flow_for(config, source, target, topics)
     clients = FlowClients.resolve(flow, connection_extra)
-    check_reachable(flow, clients, connect_timeout_s)
-    require_job_acls(flow, "verify", clients)
-    fixed = verify.plan_verify(
+    fixed, offset = _fix_and_store(
         flow,
         clients,
         run_id=run_id,
-        until_ms=parse_until(until),
+        until=until,
         sample=sample,
         seed=seed,
         delivery=delivery,
         ends=ends,
+        connect_timeout_s=connect_timeout_s,
     )
-    return verify.plan_overview(fixed, verify.store_plan(clients, fixed))
+    return verify.plan_overview(fixed, offset)
 
 
 def report(
@@ -96,19 +124,17 @@ def run_locally(
     the run-records topic as a DAG run leaves."""
     flow = flow_for(config, source, target, topics)
     clients = FlowClients.resolve(flow)
-    overview = plan(
-        config,
-        source,
-        target,
+    fixed, _ = _fix_and_store(
+        flow,
+        clients,
         run_id=run_id,
-        topics=topics,
         until=until,
         sample=sample,
         seed=seed,
         delivery=delivery,
+        ends=None,
         connect_timeout_s=connect_timeout_s,
     )
-    fixed = verify.read_plan(clients, overview["plan_offset"], flow.name)
     started = int(time.time() * 1000)
     checks = verify.verify_locally(verify.compare_job_for(flow, clients, fixed), fixed)
     result = verify.VerifyReport.build(fixed, checks, started)
