@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import (
+    OFFSET_INVALID,
     Consumer,
     IsolationLevel,
     KafkaError,
@@ -39,7 +40,13 @@ LEADER_GONE = (
 # The broker's own "ask again" answers while a partition's leader is being elected (a topic just
 # created, say by MM2's Connect worker). librdkafka does not mark them retriable on every call
 # (get_watermark_offsets raises NOT_LEADER_FOR_PARTITION with retriable() false), so they are named.
-ASK_AGAIN = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+# OFFSET_NOT_AVAILABLE is a newly elected leader whose high watermark has not caught up yet: Kafka
+# refuses offsets until it has, so that they never go backwards.
+ASK_AGAIN = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+)
 
 
 class RepeatFilter(logging.Filter):
@@ -286,8 +293,9 @@ def watermarks(
 ) -> tuple[int, int]:
     """(low, high) watermarks asked of the partition's leader, retrying what Kafka means as "ask
     again": NOT_LEADER_OR_FOLLOWER or LEADER_NOT_AVAILABLE right after a topic is created or
-    while leadership moves, and a leader that stopped answering (asked again in short attempts,
-    so the client looks up the new leader in between)."""
+    while leadership moves, OFFSET_NOT_AVAILABLE from a new leader still catching up its high
+    watermark, and a leader that stopped answering (asked again in short attempts, so the client
+    looks up the new leader in between)."""
     deadline = time.monotonic() + timeout_s
     while True:
         attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
@@ -331,19 +339,48 @@ def list_offsets(
     read_committed: bool = True,
     timeout_s: float = TIMEOUT_S,
 ) -> dict[tuple[str, int], int]:
-    """One ListOffsets call for many partitions (earliest, latest = LSO when read_committed, or a timestamp)."""
+    """One ListOffsets call for many partitions (earliest, latest = LSO when read_committed, or a
+    timestamp). Partitions whose leader answers "ask again" (moving leadership, a new leader's high
+    watermark still catching up) are asked again, together, until `timeout_s` has passed."""
     request = {TopicPartition(t, p): spec for t, p in partitions}
     if not request:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
     out: dict[tuple[str, int], int] = {}
-    for tp, future in futures.items():
-        try:
-            out[(tp.topic, tp.partition)] = future.result().offset
-        except KafkaException as exc:
-            raise KafkaCallError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}") from exc
-    return out
+    while True:
+        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=attempt)
+        again: dict[TopicPartition, OffsetSpec] = {}
+        for tp, future in futures.items():
+            try:
+                offset = future.result().offset
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retry = isinstance(error, KafkaError) and error.code() in ASK_AGAIN + LEADER_GONE
+                if not retry or time.monotonic() > deadline:
+                    raise KafkaCallError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}") from exc
+                again[tp] = request[tp]
+                continue
+            # librdkafka answers a request its leader never answered (timed out, leader gone) with
+            # offset -1001 and no error. Taken as an offset it would read as an empty partition, or
+            # as progress past the end; it is asked again. (Kafka's own "no such offset", for a
+            # timestamp past the last record, is -1.)
+            if offset == OFFSET_INVALID:
+                again[tp] = request[tp]
+            else:
+                out[(tp.topic, tp.partition)] = offset
+        if not again:
+            return out
+        if time.monotonic() > deadline:
+            names = ", ".join(sorted(f"{tp.topic}-{tp.partition}" for tp in again)[:10])
+            more = f" and {len(again) - 10} more" if len(again) > 10 else ""
+            raise KafkaCallError(
+                f"ListOffsets got no answer within {timeout_s:.0f}s for {names}{more}: their leaders "
+                "are down or unreachable; check the brokers hosting them, then run again"
+            )
+        request = again
+        time.sleep(POLL_S)
 
 
 def read_partition(
