@@ -37,7 +37,7 @@ from mirrorflow.control.flows import load, reverse_flow
 from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
 from mirrorflow.control.translate import Status
-from mirrorflow.control.translator import Translator, partition_bounds
+from mirrorflow.control.translator import Translator, partition_bounds, records_left
 from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.ops.divergent_tail import (
@@ -380,20 +380,37 @@ def failover(
                 result.committed.append(group)
         result.committed.sort()
 
+    finals = []
     for row in rows:
-        action = row.action
-        if row.group in result.refused:
-            action = REFUSED
-        elif action == WOULD_COMMIT and not dry_run:
-            action = COMMITTED
         target_offset, note = row.target_offset, row.note
         moved = placed.get((row.group, row.topic, row.partition))
         if moved is not None:
             target_offset, tail_note = moved
             note = f"{note}; {tail_note}" if note else tail_note
+        finals.append((row, target_offset, note))
+    # Records, not offsets: a group that read all of an exactly-once copy has 0 left, though a
+    # transaction marker follows its last record.
+    exact_left = records_left(
+        clients.target_consumer,
+        [
+            (r.topic, r.partition, t)
+            for r, t, _ in finals
+            if t is not None and (r.topic, r.partition) in bounds
+        ],
+        bounds,
+    )
+    for row, target_offset, note in finals:
+        action = row.action
+        if row.group in result.refused:
+            action = REFUSED
+        elif action == WOULD_COMMIT and not dry_run:
+            action = COMMITTED
         lag = None
         if target_offset is not None and (row.topic, row.partition) in bounds:
-            lag = max(0, bounds[(row.topic, row.partition)][1] - target_offset)
+            lag = exact_left.get(
+                (row.topic, row.partition, target_offset),
+                max(0, bounds[(row.topic, row.partition)][1] - target_offset),
+            )
         result.rows.append(
             dataclasses.replace(row, target_offset=target_offset, lag=lag, action=action, note=note)
         )
