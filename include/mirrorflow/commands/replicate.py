@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +24,6 @@ from confluent_kafka import KafkaError, KafkaException
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
@@ -33,18 +31,17 @@ from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
 from mirrorflow.replicate import runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
-from mirrorflow.replicate.plan import PartitionSpan, Plan
-from mirrorflow.replicate.progress import ProgressReader, ProgressReadError
+from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.progress import ProgressReadError
 from mirrorflow.replicate.report import worst_rows
+from mirrorflow.replicate.tables import summary_table
 from mirrorflow.replicate.topics import InternalTopicError
+from mirrorflow.replicate.watch import Figures, ProgressWatcher, RunProgress, UnitKey
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
 STORE_AFTER_LOSS_S = 5.0
-POLL_INTERVAL_S = 0.5
-POLL_READ_TIMEOUT_S = 10.0
 TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
 
-UnitKey = tuple[str, int]
 _PLAN_ERRORS = (
     ClusterUnreachable,
     KafkaException,
@@ -151,116 +148,43 @@ def _describe_kafka_error(exc: KafkaException) -> str:
 # -- progress while copying -----------------------------------------------------------------
 
 
-class ProgressWatcher(threading.Thread):
-    """Reads the progress of the run's partitions from the target while the workers copy."""
-
-    def __init__(
-        self,
-        consumer_config: Mapping[str, Any],
-        progress_topic: str,
-        source_alias: str,
-        keys: list[UnitKey],
-        on_progress: Callable[[dict[UnitKey, int]], None],
-    ) -> None:
-        super().__init__(name="mirrorflow-progress-watcher", daemon=True)
-        self._reader = lambda: ProgressReader(
-            consumer_config, progress_topic, source_alias, timeout_s=POLL_READ_TIMEOUT_S
-        )
-        self._keys = keys
-        self._on_progress = on_progress
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        # One reader for the whole run: each look reads only the progress written since the last.
-        reader = self._reader()
-        try:
-            while not self._stopped.wait(POLL_INTERVAL_S):
-                try:
-                    reader.settle(self._keys)
-                except (ProgressReadError, KafkaException):
-                    continue  # only the bar waits; the workers' results are what count
-                self._on_progress({key: stored.offset for key, stored in reader.entries(self._keys).items()})
-        finally:
-            reader.close()
-
-    def stop(self) -> None:
-        """Stop without waiting out a read in flight (a daemon: it only feeds the progress bar),
-        so a run whose target went away is not held up by it."""
-        self._stopped.set()
-        self.join(1.0)
-
-
 class CopyProgress:
-    """Offsets done per partition, shown per topic and in total, with partitions completed."""
+    """The run's progress (watch.RunProgress) shown as a bar per topic and one in total."""
 
     def __init__(self, progress: Progress, plan: Plan) -> None:
         self._progress = progress
-        self._lock = threading.Lock()
-        self._units: dict[UnitKey, PartitionSpan] = {(s.topic, s.partition): s for s in plan.units()}
-        self._done = dict.fromkeys(self._units, 0)
-        self._complete: set[UnitKey] = set()
-        self._failed: set[UnitKey] = set()
-        self._by_topic: dict[str, list[UnitKey]] = {}
-        for key in self._units:
-            self._by_topic.setdefault(key[0], []).append(key)
-        self._total = progress.add_task(
-            "all topics", total=sum(s.pending for s in self._units.values()), partitions=""
-        )
+        self._run = RunProgress(plan)
+        self._total = progress.add_task("all topics", total=self._run.total().planned, partitions="")
         self._rows: dict[str, TaskID] = {}
-        for topic in sorted(self._by_topic)[:TOPIC_ROWS]:
-            keys = self._by_topic[topic]
-            remote = self._units[keys[0]].remote_topic
-            self._rows[topic] = progress.add_task(
-                f"{topic} → {remote}", total=sum(self._units[k].pending for k in keys), partitions=""
-            )
+        for topic in sorted(self._run.by_topic)[:TOPIC_ROWS]:
+            figures = self._run.figures(self._run.by_topic[topic])
+            remote = self._run.units[self._run.by_topic[topic][0]].remote_topic
+            self._rows[topic] = progress.add_task(f"{topic} → {remote}", total=figures.planned, partitions="")
         self._render()
 
     @property
     def keys(self) -> list[UnitKey]:
-        return list(self._units)
+        return self._run.keys
 
     def observed(self, stored: dict[UnitKey, int]) -> None:
-        """Progress read from the target: the last upstream offset committed per partition."""
-        with self._lock:
-            for key, span in self._units.items():
-                if key in stored:
-                    self._advance(key, span, stored[key])
-            self._render()
+        self._run.observed(stored)
+        self._render()
 
     def finished(self, result: UnitResult) -> None:
-        key = (result.topic, result.partition)
-        with self._lock:
-            span = self._units[key]
-            self._advance(key, span, result.progress)
-            if result.ok:
-                self._failed.discard(key)
-            else:
-                self._failed.add(key)
-            self._render()
+        self._run.finished(result)
+        self._render()
 
-    def _advance(self, key: UnitKey, span: PartitionSpan, progress: int) -> None:
-        done = min(span.pending, max(0, progress - span.start + 1))
-        self._done[key] = max(self._done[key], done)
-        if progress >= span.end - 1:
-            self._complete.add(key)
-
-    def _partitions(self, keys: list[UnitKey]) -> str:
-        text = f"{sum(k in self._complete for k in keys)}/{len(keys)} partitions"
-        failed = sum(k in self._failed for k in keys)
-        return text + (f", [red]{failed} failed[/red]" if failed else "")
+    @staticmethod
+    def _partitions(figures: Figures) -> str:
+        text = f"{figures.partitions_done}/{figures.partitions} partitions"
+        return text + (f", [red]{figures.failed} failed[/red]" if figures.failed else "")
 
     def _render(self) -> None:
-        keys = list(self._units)
-        self._progress.update(
-            self._total, completed=sum(self._done.values()), partitions=self._partitions(keys)
-        )
+        total = self._run.total()
+        self._progress.update(self._total, completed=total.done, partitions=self._partitions(total))
         for topic, task in self._rows.items():
-            topic_keys = self._by_topic[topic]
-            self._progress.update(
-                task,
-                completed=sum(self._done[k] for k in topic_keys),
-                partitions=self._partitions(topic_keys),
-            )
+            figures = self._run.figures(self._run.by_topic[topic])
+            self._progress.update(task, completed=figures.done, partitions=self._partitions(figures))
 
 
 def progress_bar(console: Console) -> Progress:
@@ -459,54 +383,6 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
 
 
 LOST_LINES = 20
-TABLE_ROWS = 50  # topics in the run table; past that, the summary's worst topics only
-
-
-def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
-    """One row per source topic of the plan, copied or not, in name order; a plan of more than
-    TABLE_ROWS topics shows the summary's topic rows instead (the worst first) and says how
-    many it leaves out: the totals line under the table counts every topic."""
-    per_topic = plan.summary()
-    copied = summary.get("topics", {})
-    names = sorted(per_topic) if len(per_topic) <= TABLE_ROWS else [t for t in copied if t in per_topic]
-    left_out = len(per_topic) - len(names)
-    table = Table(
-        title=f"{plan.flow} {plan.mode} run {plan.run_id}",
-        caption=f"the {len(names)} worst topics; {left_out:,} more not shown, the totals count them"
-        if left_out
-        else None,
-    )
-    for column in (
-        "source topic",
-        "remote topic",
-        "partitions",
-        "planned",
-        "records",
-        "bytes",
-        "lag left",
-        "lost to retention",
-    ):
-        table.add_column(column, justify="left" if "topic" in column else "right", overflow="fold")
-    table.add_column("failed", justify="right")
-    lag = summary.get("lag_left", {})
-    remote = {s.topic: s.remote_topic for s in plan.spans}
-    for topic in names:
-        row = per_topic[topic]
-        done = copied.get(topic, {})
-        failed = done.get("failed", 0)
-        lost = done.get("lost_to_retention", row["lost"])
-        table.add_row(
-            escape(topic),
-            escape(remote[topic]),
-            str(row["partitions"]),
-            f"{row['pending']:,}",
-            f"{done.get('records', 0):,}",
-            f"{done.get('bytes', 0):,}",
-            f"{lag.get(topic, 0):,}",
-            f"[yellow]{lost:,}[/yellow]" if lost else "0",
-            f"[red]{failed}[/red]" if failed else "0",
-        )
-    return table
 
 
 def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:

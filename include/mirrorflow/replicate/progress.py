@@ -156,6 +156,7 @@ class ProgressReader:
         self._count: int | None = None
         self._next: dict[int, int] = {}  # assigned offsets partition -> next offset not yet seen
         self._found: dict[tuple[str, int], Stored] = {}
+        self._where: dict[tuple[str, int], int] = {}  # source partition -> offsets-topic partition
         self._lock = threading.Lock()  # a worker's copy threads share the reader
         self.records_read = 0
 
@@ -196,10 +197,7 @@ class ProgressReader:
         if only is None:
             partitions = set(range(count))
         else:
-            partitions = {
-                SourceOffsetKey(cluster=self.source_alias, topic=t, partition=p).offsets_partition(count)
-                for t, p in only
-            }
+            partitions = {self._offsets_partition(where, count) for where in only}
         # The high watermark as a read_uncommitted reader sees it: a read_committed consumer's
         # watermark query answers with the last stable offset, which is exactly what an open
         # transaction holds back, and a read up to it would not wait at all.
@@ -211,6 +209,16 @@ class ProgressReader:
         targets = {p: high for p, (_, high) in marks.items() if high > self._next[p]}
         if targets:
             self._read_until(targets)
+
+    def _offsets_partition(self, where: tuple[str, int], count: int) -> int:
+        """Remembered: a watcher settles the same 20,000 keys every few seconds, and hashing
+        them again each time would cost it half a second."""
+        found = self._where.get(where)
+        if found is None:
+            topic, partition = where
+            key = SourceOffsetKey(cluster=self.source_alias, topic=topic, partition=partition)
+            found = self._where[where] = key.offsets_partition(count)
+        return found
 
     def _partition_count(self) -> int:
         if self._count:
