@@ -1,18 +1,23 @@
 """What the Airflow plugin mounts: the status app wired to the api-server's config, login and
 connections. The config is read on each status refresh, so edits show up without a restart;
 MIRRORFLOW_STATUS_REFRESH_S (default 15) sets how often the status is read and
-MIRRORFLOW_STATUS_TIMEOUT_S (default 5) how long one Kafka call of a refresh may wait."""
+MIRRORFLOW_STATUS_TIMEOUT_S (default 5) how long one Kafka call of a refresh may wait;
+MIRRORFLOW_STATUS_AMBER_FACTOR / MIRRORFLOW_STATUS_RED_FACTOR (3 and 10) set the page's health
+thresholds (mirrorflow.control.status_health). The page learns from Airflow's metadata DB which
+of its DAGs are paused and which run ids are Airflow's (`airflow_facts`)."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI
 
 from mirrorflow.airflow.settings import config_path
 from mirrorflow.airflow.status_app import READ_TIMEOUT_S, create_app
+from mirrorflow.airflow.status_page import AirflowFacts
 from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.control.status_snapshots import REFRESH_S
 
@@ -29,6 +34,33 @@ def _connection_extra(conn_id: str) -> dict[str, Any]:
     from airflow.models.connection import Connection
 
     return Connection.get_connection_from_secrets(conn_id).extra_dejson
+
+
+def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> AirflowFacts:
+    """Which of `dag_ids` Airflow has (parsed and not stale) and which are paused, and the state of
+    each (dag_id, run_id) of `runs` that Airflow has: two queries of the api-server's metadata DB."""
+    from airflow.models.dag import DagModel
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        dags = session.execute(
+            select(DagModel.dag_id, DagModel.is_paused).where(
+                DagModel.dag_id.in_(list(dag_ids)), DagModel.is_stale.is_(False)
+            )
+        ).all()
+        wanted = set(runs)
+        found = session.execute(
+            select(DagRun.dag_id, DagRun.run_id, DagRun.state).where(
+                DagRun.dag_id.in_({dag for dag, _ in wanted}), DagRun.run_id.in_({run for _, run in wanted})
+            )
+        ).all()
+    return AirflowFacts(
+        dags=frozenset(dag for dag, _ in dags),
+        paused=frozenset(dag for dag, paused in dags if paused),
+        runs={(dag, run): str(state) for dag, run, state in found if (dag, run) in wanted},
+    )
 
 
 def seconds_from_env(name: str, default: float) -> float:
@@ -53,4 +85,5 @@ def status_fastapi_app() -> FastAPI:
         login_required=requires_authenticated(),
         refresh_s=seconds_from_env(REFRESH_ENV, REFRESH_S),
         timeout_s=seconds_from_env(TIMEOUT_ENV, READ_TIMEOUT_S),
+        airflow_facts=airflow_facts,
     )

@@ -17,8 +17,9 @@ or keep the endpoint behind network controls.
 from __future__ import annotations
 
 import hmac
-import html
+import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -28,15 +29,30 @@ from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from mirrorflow import metrics
+from mirrorflow.airflow.status_page import (
+    AirflowFacts,
+    AirflowReader,
+    PageView,
+    ago,
+    paused_hints,
+    render_content,
+    render_page,
+    wanted_from_airflow,
+)
+from mirrorflow.airflow.status_page import utc as when
 from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, mirror_status
+from mirrorflow.control.status_health import Thresholds
 from mirrorflow.control.status_snapshots import REFRESH_S, StatusSnapshots
+
+log = logging.getLogger("mirrorflow.status")
 
 READ_TIMEOUT_S = 5.0  # per Kafka call: an unreachable cluster holds a refresh for about this long
 # Before the first snapshot exists a request waits this long for it, then says "collecting".
 FIRST_SNAPSHOT_WAIT_S = 0.8
 TOKEN_ENV = "MIRRORFLOW_METRICS_TOKEN"
+FACTS_TTL_S = 5.0  # Airflow's DAG and run states are asked at most this often
 
 
 def create_app(
@@ -46,17 +62,29 @@ def create_app(
     login_required: Callable[..., Any] | None = None,
     refresh_s: float = REFRESH_S,
     timeout_s: float = READ_TIMEOUT_S,
+    airflow_facts: AirflowReader | None = None,
+    thresholds: Thresholds | None = None,
 ) -> FastAPI:
     """`login_required` is a FastAPI dependency (Airflow's requires_authenticated in the plugin).
     The config is loaded at every refresh, so edits show without a restart.
 
+    `airflow_facts` tells which DAGs are paused and which run ids are Airflow's (the plugin reads
+    Airflow's metadata DB); without it, links are built from names alone and no paused DAG is
+    hinted at. `thresholds` colour ages (status_health; from the environment by default).
+
     The refresh thread starts with the first request (a mounted app gets no startup event) and
     stops with the app's lifespan where it has one; it is a daemon either way. The snapshots are
     `app.state.status_snapshots`."""
-    snapshots = StatusSnapshots(
-        lambda: mirror_status(load_config(), connection_extra=connection_extra, timeout_s=timeout_s),
-        interval_s=refresh_s,
-    )
+    latest: dict[str, MirrorConfig] = {}
+
+    def read() -> MirrorStatus:
+        config = load_config()
+        latest["config"] = config
+        return mirror_status(config, connection_extra=connection_extra, timeout_s=timeout_s)
+
+    snapshots = StatusSnapshots(read, interval_s=refresh_s)
+    facts = FactsCache(airflow_facts, ttl_s=min(refresh_s, FACTS_TTL_S))
+    limits = thresholds if thresholds is not None else Thresholds.from_env()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -71,9 +99,26 @@ def create_app(
     )
     app.state.status_snapshots = snapshots
 
+    def view() -> PageView:
+        now_ms = int(time.time() * 1000)
+        current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
+        config = latest.get("config")
+        known = AirflowFacts() if current is None else facts.get(current, config)
+        return PageView(
+            status=current,
+            snapshot=snapshots.describe(now_ms),
+            banners=[] if current is None else outage_banners(current, now_ms),
+            now_ms=now_ms,
+            history=snapshots.history,
+            facts=known,
+            config=config,
+            thresholds=limits,
+            hints=[] if current is None else paused_hints(current, config, known),
+        )
+
     @app.get("/status", dependencies=guarded)
     def status() -> JSONResponse:
-        return JSONResponse(status_document(snapshots, int(time.time() * 1000)))
+        return JSONResponse(status_document(snapshots, int(time.time() * 1000), view()))
 
     @app.get("/metrics")
     def prometheus(authorization: str | None = Header(default=None)) -> Response:
@@ -84,18 +129,51 @@ def create_app(
         return Response(metrics.render(current), media_type="text/plain; version=0.0.4")
 
     @app.get("/ui", dependencies=guarded)
-    def ui() -> HTMLResponse:
-        current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
-        shown = outage_banners(current, int(time.time() * 1000)) if current is not None else []
-        return HTMLResponse(PAGE.replace("<!--BANNERS-->", "".join(banner_html(b) for b in shown)))
+    def ui(fragment: bool = False, theme: str | None = None) -> HTMLResponse:
+        shown = view()
+        if fragment:
+            return HTMLResponse(render_content(shown), headers={"Cache-Control": "no-store"})
+        page = render_page(shown, refresh_s=snapshots.interval_s, theme=theme)
+        return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
     return app
 
 
-def status_document(snapshots: StatusSnapshots, now_ms: int) -> dict[str, Any]:
+class FactsCache:
+    """Airflow's answers about the page's DAGs and runs, asked at most every `ttl_s` (a page and
+    its script reload ask often; the metadata DB need not answer each time). A reader that fails
+    is logged and leaves the page without links checked or hints."""
+
+    def __init__(self, reader: AirflowReader | None, ttl_s: float) -> None:
+        self.reader = reader
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._facts = AirflowFacts()
+        self._at = 0.0
+
+    def get(self, status: MirrorStatus, config: MirrorConfig | None) -> AirflowFacts:
+        if self.reader is None:
+            return AirflowFacts()
+        dags, runs = wanted_from_airflow(status, config)
+        key = (tuple(dags), tuple(runs))
+        with self._lock:
+            if key == self._key and time.monotonic() - self._at < self.ttl_s:
+                return self._facts
+            try:
+                self._facts = self.reader(dags, runs)
+            except Exception as exc:  # a page without Airflow's facts beats no page
+                log.warning("status page: Airflow's DAG states could not be read: %s", exc)
+                self._facts = AirflowFacts()
+            self._key, self._at = key, time.monotonic()
+            return self._facts
+
+
+def status_document(snapshots: StatusSnapshots, now_ms: int, view: PageView | None = None) -> dict[str, Any]:
     """The /status JSON: the snapshot (what `mirrorflow status --json` prints, with stale marks),
-    `snapshot` (its state and age) and `banners` (one per unreachable cluster or unread flow).
-    While the first snapshot is collected: state "collecting", no clusters and no flows."""
+    `snapshot` (its state and age), `banners` (one per unreachable cluster or unread flow) and
+    `hints` (one per paused DAG the figures wait on). While the first snapshot is collected:
+    state "collecting", no clusters and no flows."""
     current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
     if current is None:
         body: dict[str, Any] = {"generated_ms": None, "clusters": [], "flows": []}
@@ -103,22 +181,8 @@ def status_document(snapshots: StatusSnapshots, now_ms: int) -> dict[str, Any]:
         body = current.to_dict()
     body["snapshot"] = snapshots.describe(now_ms)
     body["banners"] = [] if current is None else outage_banners(current, now_ms)
+    body["hints"] = [] if view is None else view.hints
     return body
-
-
-def when(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
-
-
-def ago(seconds: float) -> str:
-    """`35 s ago`, `2 min 5 s ago`, `3 h 4 min ago`, `2 d 1 h ago`."""
-    whole = int(max(0, seconds))
-    days, rest = divmod(whole, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, secs = divmod(rest, 60)
-    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")]
-    shown = [f"{n} {unit}" for n, unit in parts if n][:2] or ["0 s"]
-    return " ".join(shown) + " ago"
 
 
 def outage_banners(status: MirrorStatus, now_ms: int) -> list[dict[str, Any]]:
@@ -166,112 +230,3 @@ def _banner(
         "text": f"{subject} {what} since {when(since)} ({ago((now_ms - since) / 1000)}); {shown}",
         "error": row.error,
     }
-
-
-def banner_html(banner: dict[str, Any]) -> str:
-    return (
-        f'<div class="banner"><strong>{html.escape(banner["text"])}</strong>'
-        f'<div class="detail">{html.escape(banner["error"] or "")}</div></div>'
-    )
-
-
-# Rows of each table per flow: a summary written now holds at most 50 topics and 50 failed
-# partitions, but one written before summaries were bounded may hold every topic.
-PAGE_ROWS = 50
-
-PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>mirrorflow replication status</title>
-<style>
- body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1b1f24}
- table{border-collapse:collapse;margin:.5rem 0 1.5rem}
- th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left;font-size:.9rem}
- th{background:#f6f8fa} .bad{color:#b42318;font-weight:600} .ok{color:#067647} .more{color:#57606a}
- .warn{color:#b54708;font-weight:600}
- .banner{background:#fef3f2;border:1px solid #fda29b;color:#912018;padding:.5rem .8rem;margin:.4rem 0;
-  border-radius:4px} .banner .detail{font-size:.8rem;color:#57606a;margin-top:.2rem}
- tr.stale td{color:#8c959f;font-weight:normal}
-</style></head>
-<body><h1>mirrorflow replication status</h1><div id="banners"><!--BANNERS--></div><p id="when">loading…</p>
-<h2>Flows</h2><table id="flows"><tr><th>flow</th><th>lag now</th><th>last run</th><th>finished</th>
-<th>records</th><th>failed partitions</th><th>lag left</th><th>lost to retention</th>
-<th>copied again from the start (topic recreated)</th></tr></table>
-<h2>Last verification per flow</h2><table id="verifications"><tr><th>flow</th><th>verdict</th>
-<th>finished</th><th>verification</th><th>matched</th><th>wrong</th><th>explained</th><th>pending</th>
-<th>partitions not read</th><th>sample</th></tr></table>
-<h2>Topics of the last runs, the worst first</h2><table id="topics"><tr><th>flow</th><th>topic</th>
-<th>partitions copied</th><th>records</th><th>failed partitions</th><th>lost to retention</th>
-<th>lag left</th></tr></table>
-<h2>Failed partitions of the last runs</h2><table id="failed"><tr><th>flow</th><th>partition</th>
-<th>error</th></tr></table>
-<h2>Clusters</h2><table id="clusters"><tr><th>cluster</th><th>upstream</th><th>hops</th>
-<th>newest heartbeat age (s)</th><th>via</th></tr></table>
-<script>
-const ROWS=PAGE_ROWS_VALUE;
-function cell(row, text, cls){const td=row.insertCell();td.textContent=text;if(cls)td.className=cls;}
-function more(table, flow, count, what){if(count>0){const r=table.insertRow();cell(r,flow);
-  const td=r.insertCell();td.colSpan=table.rows[0].cells.length-1;td.className="more";
-  td.textContent="… and "+count+" more "+what;}}
-const sum=o=>Object.values(o||{}).reduce((a,b)=>a+b,0);
-const iso=ms=>new Date(ms).toISOString();
-// A row of a flow or cluster whose values are the last known ones, not this refresh's: greyed.
-function rowOf(table, x){const r=table.insertRow();if(x.stale){r.className="stale";
-  r.title="values as of "+(x.as_of_ms?iso(x.as_of_ms):"never")+(x.error?": "+x.error:"");}return r;}
-function showBanners(list){const box=document.getElementById("banners");box.textContent="";
-  for(const b of list){const d=document.createElement("div");d.className="banner";
-    const t=document.createElement("strong");t.textContent=b.text;d.appendChild(t);
-    if(b.error){const e=document.createElement("div");e.className="detail";e.textContent=b.error;
-      d.appendChild(e);}
-    box.appendChild(d);}}
-fetch("status").then(r=>r.json()).then(s=>{
-  const snap=s.snapshot, head=document.getElementById("when");
-  showBanners(s.banners);
-  if(snap.state==="collecting"){head.textContent="collecting the first status snapshot"+
-    (snap.refresh_error?" (the last attempt failed: "+snap.refresh_error+")":"")+"; this page reloads in 3 s";
-    setTimeout(()=>location.reload(),3000);return;}
-  head.textContent="as of "+iso(s.generated_ms)+" (read every "+snap.refresh_interval_s+" s"+
-    (snap.refresh_error?"; the last refresh failed: "+snap.refresh_error+", this is the one before":"")+")";
-  const flows=document.getElementById("flows"), topics=document.getElementById("topics"),
-    failed=document.getElementById("failed");
-  for(const f of s.flows){const r=rowOf(flows,f);cell(r,f.flow+(f.stale?" (last known)":""));
-    if(f.error&&!f.last_run&&!f.lag&&!f.last_verification){cell(r,f.error,"bad");continue;}
-    const now=f.lag===null?"-":sum(f.lag);cell(r,now,now===0?"ok":"");
-    if(!f.last_run){cell(r,"no mirrorflow run");continue;}
-    const run=f.last_run, t=run.totals;
-    const lag=run.lag_unknown?"unknown":(t.lag_left??sum(run.lag_left));
-    cell(r,run.run_id);cell(r,new Date(f.last_run_ms).toISOString());cell(r,t.records);
-    cell(r,t.failed_partitions,t.failed_partitions?"bad":"ok");cell(r,lag,lag===0?"ok":"");
-    const lost=run.lost_to_retention||0;cell(r,lost,lost?"bad":"ok");
-    const again=run.restarted_count||0;
-    cell(r,again?again+" partition(s): "+Object.entries(run.restarted||{}).slice(0,3)
-      .map(([p,why])=>p+": "+why).join("; "):"0",again?"bad":"ok");
-    const rows=Object.entries(run.topics||{}).sort(([a,x],[b,y])=>(y.failed-x.failed)||
-      (y.lost_to_retention-x.lost_to_retention)||((y.lag_left||0)-(x.lag_left||0))||(a<b?-1:1)).slice(0,ROWS);
-    for(const [name,row] of rows){const tr=rowOf(topics,f);cell(tr,f.flow);cell(tr,name);
-      cell(tr,row.partitions);cell(tr,row.records);cell(tr,row.failed,row.failed?"bad":"ok");
-      cell(tr,row.lost_to_retention,row.lost_to_retention?"bad":"ok");
-      cell(tr,row.lag_left===undefined?"-":row.lag_left);}
-    more(topics,f.flow,(run.topics_count??Object.keys(run.topics||{}).length)-rows.length,
-      "topic(s): the flow's row counts every one");
-    const bad=(run.failed||[]).slice(0,ROWS);
-    for(const p of bad){const tr=rowOf(failed,f);cell(tr,f.flow);cell(tr,p.topic+"-"+p.partition);
-      cell(tr,p.error,"bad");}
-    more(failed,f.flow,t.failed_partitions-bad.length,"failed partition(s): the run's report lists every one");}
-  const checks=document.getElementById("verifications");
-  const VERDICT={"verified":"ok","sample passed":"ok","incomplete":"warn","failed":"bad"};
-  for(const f of s.flows){const r=rowOf(checks,f);cell(r,f.flow);const v=f.last_verification;
-    if(!v){cell(r,f.error?"-":"never verified");continue;}
-    cell(r,v.verdict,VERDICT[v.verdict]||"bad");
-    cell(r,new Date(v.finished_ms??f.last_verification_ms).toISOString());cell(r,v.run_id);
-    cell(r,v.matched);cell(r,v.wrong_total,v.wrong_total?"bad":"ok");cell(r,v.explained_total);
-    cell(r,v.pending,v.pending?"warn":"ok");cell(r,v.failed_partitions,v.failed_partitions?"bad":"ok");
-    const whole=v.sample===null||v.sample===undefined;
-    cell(r,whole?"all records":Number((v.sample*100).toPrecision(6))+"%"+(v.confidence?": "+v.confidence:""));}
-  const clusters=document.getElementById("clusters");
-  for(const c of s.clusters){const alias=c.alias+(c.stale?" (last known)":"");
-    if(c.error&&!c.as_of_ms){const r=rowOf(clusters,c);cell(r,alias);cell(r,c.error,"bad");continue;}
-    if(!c.upstreams.length){const r=rowOf(clusters,c);cell(r,alias);cell(r,"no upstream clusters");}
-    for(const u of c.upstreams){const r=rowOf(clusters,c);cell(r,alias);cell(r,u.alias);cell(r,u.hops);
-      cell(r,u.age_s===null?"-":u.age_s.toFixed(1));cell(r,u.via||"-");}}
-}).catch(e=>{document.getElementById("when").textContent="status unavailable: "+e;});
-</script></body></html>
-""".replace("PAGE_ROWS_VALUE", str(PAGE_ROWS))

@@ -6,15 +6,21 @@ that watch through an outage need more: the flow's last run, lag and last verifi
 were last read, how old they are, and since when the cluster has been unreachable. So a failed
 read never replaces what an earlier one found; it marks it stale. And a request never waits on
 Kafka: it gets the latest snapshot, which a daemon thread refreshes every `interval_s`.
+
+Each snapshot that read a flow's lag adds a point to that flow's lag history and to its worst
+topics' (LagHistory), for the page's sparklines: bounded in points per series and in topics per
+flow, so a flow of 20,000 partitions costs the same as one of 50.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +35,78 @@ from mirrorflow.control.mirror_client import (
 log = logging.getLogger("mirrorflow.status")
 
 REFRESH_S = 15.0
+HISTORY_POINTS = 60  # per series: 15 minutes at the default refresh
+HISTORY_TOPICS = 50  # topics of a flow given a point at each refresh: its worst by lag now
+HISTORY_TOPICS_KEPT = 200  # series kept per flow; those left out of the worst longest go first
+
+Point = tuple[int, int]  # (snapshot time in ms, lag in offsets)
+
+
+class LagHistory:
+    """Lag now of every flow and of each flow's worst topics, at the last `points` snapshots that
+    read it. A topic gets a point while it is among the `topics` worst of its flow; once tracked
+    it keeps getting them (down to 0) until more than `kept` are tracked, when the ones longest
+    out of the worst are dropped. Snapshots whose lag is the last known one (stale) add nothing."""
+
+    def __init__(
+        self, points: int = HISTORY_POINTS, topics: int = HISTORY_TOPICS, kept: int = HISTORY_TOPICS_KEPT
+    ) -> None:
+        self.points, self.topics, self.kept = points, topics, max(kept, topics)
+        self._flows: dict[str, deque[Point]] = {}
+        self._topics: dict[str, dict[str, deque[Point]]] = {}
+        self._worst_at: dict[str, dict[str, int]] = {}  # flow -> topic -> last time among the worst
+        self._lock = threading.Lock()
+
+    def record(self, status: MirrorStatus) -> None:
+        at = status.generated_ms
+        with self._lock:
+            names = {f.flow for f in status.flows}
+            for gone in [name for name in self._flows if name not in names]:
+                self._forget(gone)
+            for flow in status.flows:
+                if flow.lag is None or flow.stale or flow.error is not None:
+                    continue
+                self._series(self._flows, flow.flow).append((at, sum(flow.lag.values())))
+                self._record_topics(flow.flow, flow.lag, at)
+
+    def _series(self, table: dict[str, deque[Point]], key: str) -> deque[Point]:
+        series = table.get(key)
+        if series is None:
+            series = table[key] = deque(maxlen=self.points)
+        return series
+
+    def _record_topics(self, flow: str, lag: dict[str, int], at: int) -> None:
+        tracked = self._topics.setdefault(flow, {})
+        worst_at = self._worst_at.setdefault(flow, {})
+        for topic, _ in heapq.nlargest(self.topics, lag.items(), key=lambda item: (item[1], item[0])):
+            worst_at[topic] = at
+            tracked.setdefault(topic, deque(maxlen=self.points))
+        for topic in [t for t in tracked if t not in lag]:  # deleted or filtered out
+            del tracked[topic]
+            worst_at.pop(topic, None)
+        for topic, series in tracked.items():
+            series.append((at, lag[topic]))
+        if len(tracked) > self.kept:
+            for topic in sorted(tracked, key=lambda t: worst_at.get(t, 0))[: len(tracked) - self.kept]:
+                del tracked[topic]
+                worst_at.pop(topic, None)
+
+    def _forget(self, flow: str) -> None:
+        self._flows.pop(flow, None)
+        self._topics.pop(flow, None)
+        self._worst_at.pop(flow, None)
+
+    def flow(self, flow: str) -> list[Point]:
+        with self._lock:
+            return list(self._flows.get(flow, ()))
+
+    def topic(self, flow: str, topic: str) -> list[Point]:
+        with self._lock:
+            return list(self._topics.get(flow, {}).get(topic, ()))
+
+    def tracked_topics(self, flow: str) -> int:
+        with self._lock:
+            return len(self._topics.get(flow, {}))
 
 
 def carry_forward(previous: MirrorStatus | None, fresh: MirrorStatus) -> MirrorStatus:
@@ -110,6 +188,7 @@ class StatusSnapshots:
         self._refreshed_at: float | None = None  # monotonic start of the last refresh
         self.last_duration_s: float | None = None
         self.last_error: str | None = None
+        self.history = LagHistory()
 
     def refresh(self) -> MirrorStatus | None:
         """Read the status now and make it the latest snapshot, last known values carried over.
@@ -128,6 +207,7 @@ class StatusSnapshots:
                 self._attempted.set()
                 return self._status
             status = carry_forward(self._status, fresh)
+            self.history.record(status)
             with self._lock:
                 self._status = status
                 self.last_error = None
