@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
+from mirrorflow.config.validation import nothing_replicated
 from mirrorflow.ops.preflight import preflight
 
 
@@ -59,14 +60,14 @@ def _register_commands() -> None:
 def validate_command(config_file: Path, connect: bool, connect_timeout: float, output: str) -> None:
     """Check an MM2 properties file: every problem with its fix, then the clusters and flows.
     Offline unless --connect is given. Exits 1 if there is any error."""
-    console = Console(soft_wrap=True)
+    console = make_console()
     config: MirrorConfig | None = None
     try:
         config = parse_config(config_file)
     except ConfigError as exc:
         problems = exc.problems
     else:
-        problems = validate(config)
+        problems = validate(config) + nothing_replicated(config)
     connected = ""
     if connect and config is not None:
         if any(p.is_error for p in problems):

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.checkpoints import emit_checkpoints
 from mirrorflow.control.flows import JobDisabled, checkpoints_enabled, group_sync_enabled, reverse_flow
@@ -73,7 +74,7 @@ def _run_job(
     show: Callable[[Console, dict[str, Any]], None],
     what: str,
 ) -> None:
-    console = Console(soft_wrap=True)
+    console = make_console()
     config = _load(config_file)
     pairs = _pairs(config, names, has_job)
     if not pairs:
@@ -223,7 +224,7 @@ def translate_command(
             probes = translator.probes
     except KafkaCallError as exc:
         raise click.ClickException(f"{flow.name}: {exc}") from exc
-    console = Console(soft_wrap=True)
+    console = make_console()
     console.print(_translation_table(flow, rows))
     console.print(f"{len(rows)} offsets translated with {probes} probes of the clusters")
 

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError
 from mirrorflow.kafka import KafkaCallError
 from mirrorflow.ops.divergent_tail import CHOICES
@@ -110,7 +110,7 @@ def failover_command(
     latest checkpoints on --to are used. Failback is the same command in the other direction.
     Exits 1 if any group was refused.
     """
-    console = Console(soft_wrap=True)
+    console = make_console()
     try:
         result = failover(
             str(config_file),

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
 from mirrorflow.control.mirror_client import mirror_status
@@ -38,7 +39,7 @@ FLOWS = click.option(
 
 
 def _console() -> Console:
-    return Console(soft_wrap=True)
+    return make_console()
 
 
 def _load(config_file: Path) -> MirrorConfig:

@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
 from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
@@ -434,8 +435,8 @@ def _execute(
     topics: str | None = None,
     delivery: str | None = None,
 ) -> None:
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console = make_console()
+    err = make_console(stderr=True)
     source, target = flow_pair
     config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
     clients = _resolve_clients(err, flow)

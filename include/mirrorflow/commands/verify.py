@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mirrorflow.commands.console import make_console
 from mirrorflow.commands.replicate import (
     _CONFIG_ARGUMENT,
     _FLOW_OPTION,
@@ -145,8 +146,8 @@ def verify_command(
     """Compare every record the flow copied with its source record (key, value, headers,
     timestamp, order), or random stretches of them, and store the report. Exits 0 when
     verified, 1 when a record is wrong, 3 when nothing is wrong but not everything was copied."""
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console = make_console()
+    err = make_console(stderr=True)
     source, target = flow_pair
     config, flow = _load_flow(err, config_file, source, target, require_enabled=False)
     try:

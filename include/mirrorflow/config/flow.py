@@ -23,6 +23,7 @@ from mirrorflow.config.keys import (
     KeySpec,
 )
 from mirrorflow.config.layers import connector_settings, java_client_settings, worker_settings
+from mirrorflow.config.lint import glob_hint, glob_to_regex
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, FLOW_KEYS
 from mirrorflow.config.problems import Problem, error, warning
 from mirrorflow.config.providers import Setting
@@ -122,6 +123,7 @@ class FlowConfig:
     delivery: str
     provenance_headers_enabled: bool
     cluster_unreachable_timeout_ms: int
+    heartbeats_run_seconds: int
 
     def __repr__(self) -> str:
         return f"FlowConfig({self.source}->{self.target}, enabled={self.enabled}, policy={self.policy!r})"
@@ -383,14 +385,7 @@ class _Resolver:
         try:
             compile_pattern_list(values)
         except re.error as exc:
-            joined = "|".join(values)
-            self.problems.append(
-                error(
-                    setting.origin,
-                    f"{name}: {joined!r} (the list joined with |) is not a valid regular expression: {exc}",
-                    "fix the pattern; list items are regexes matched against whole names",
-                )
-            )
+            self.problems.append(_invalid_pattern(setting.origin, name, values, exc))
         return values
 
     def policy(self, class_name: str) -> ReplicationPolicy:
@@ -494,3 +489,26 @@ def _safe(factory: Callable[..., object], *args: object) -> object:
         return factory(*args)
     except re.error:
         return factory()
+
+
+def _invalid_pattern(origin: str, name: str, values: tuple[str, ...], exc: re.error) -> Problem:
+    """Name the item that does not compile (MM2 splits on commas and joins the items with |)."""
+    for item in values:
+        try:
+            re.compile(item)
+        except re.error as item_exc:
+            hint = glob_hint(item)
+            return error(
+                origin,
+                f"{name}: item {item!r} is not a valid regular expression ({item_exc}); MM2 joins the items "
+                f"into {'|'.join(values)!r}" + (f"; {hint.split('; write ')[0]}" if hint else ""),
+                f"write {glob_to_regex(item)} instead of {item}"
+                if hint
+                else "fix the item; each comma-separated item is a regex matched against whole names",
+            )
+    joined = "|".join(values)
+    return error(
+        origin,
+        f"{name}: {joined!r} (the list joined with |) is not a valid regular expression: {exc}",
+        "fix the pattern; list items are regexes matched against whole names",
+    )

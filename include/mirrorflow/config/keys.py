@@ -501,3 +501,76 @@ WORKER_KEYS = frozenset(
         "dedicated.mode.enable.internal.rest",
     }
 )
+
+# Keys seen in blog posts and other tools' docs (MirrorMaker 1, Confluent Replicator) that MM2
+# does not have. A "did you mean" for these would name a key that means something else
+# (`sync.topic.configs.strategy` is not a misspelt `sync.topic.configs.enabled`), so each says
+# what MM2 does instead: name -> (what MM2 does, the fix).
+FOREIGN_KEYS: dict[str, tuple[str, str]] = {
+    "sync.topic.configs.strategy": (
+        "MM2 has no strategy for topic config sync: while sync.topic.configs.enabled is true (the default) it "
+        "copies every topic config of a replicated topic every sync.topic.configs.interval.seconds, except "
+        "the properties config.properties.exclude matches (by default the throttled-replica lists, "
+        "message.timestamp.*, unclean.leader.election.enable and min.insync.replicas)",
+        "remove it; list the topic configs MM2 must leave alone in config.properties.exclude, or set "
+        "sync.topic.configs.enabled = false to sync none",
+    ),
+    "topics.whitelist": (
+        "MirrorMaker 1's name; MM2 selects topics with topics (comma-separated regexes, default .*)",
+        "write topics = <regex>, <regex>",
+    ),
+    "whitelist": (
+        "MirrorMaker 1's --whitelist; MM2 selects topics with topics (comma-separated regexes, default .*)",
+        "write topics = <regex>, <regex>",
+    ),
+    "blacklist": (
+        "MirrorMaker 1's --blacklist; MM2 leaves out topics matching topics.exclude",
+        "write topics.exclude = <regex>, <regex> (keep the defaults .*[\\-\\.]internal, .*\\.replica, __.* in the list)",
+    ),
+    "groups.whitelist": (
+        "MM2 selects consumer groups with groups (comma-separated regexes, default .*)",
+        "write groups = <regex>, <regex>",
+    ),
+    "topic.whitelist": (
+        "Confluent Replicator's key; MM2 selects topics with topics (comma-separated regexes)",
+        "write topics = <topic>, <topic>",
+    ),
+    "topic.regex": (
+        "Confluent Replicator's key; MM2 selects topics with topics (comma-separated regexes)",
+        "write topics = <regex>",
+    ),
+    "topic.blacklist": (
+        "Confluent Replicator's key; MM2 leaves out topics matching topics.exclude",
+        "write topics.exclude = <regex>, <regex> (keep the defaults .*[\\-\\.]internal, .*\\.replica, __.* in the list)",
+    ),
+    "topic.rename.format": (
+        "Confluent Replicator's key; MM2 names remote topics with replication.policy.class: "
+        "DefaultReplicationPolicy writes <source alias><separator><topic>, IdentityReplicationPolicy keeps the name",
+        "remove it; set replication.policy.class (and replication.policy.separator) instead",
+    ),
+    "topic.config.sync": (
+        "Confluent Replicator's key; MM2 syncs topic configs while sync.topic.configs.enabled is true (the default)",
+        "write sync.topic.configs.enabled = true or false",
+    ),
+    "topic.auto.create": (
+        "Confluent Replicator's key; MM2 always creates missing remote topics with the source's partition count",
+        "remove it",
+    ),
+    "topic.preserve.partitions": (
+        "Confluent Replicator's key; MM2 always gives a remote topic the source's partition count (and grows it "
+        "when the source grows)",
+        "remove it",
+    ),
+    "src.kafka.bootstrap.servers": (
+        "Confluent Replicator's key; MM2 names each cluster in clusters and reads <alias>.bootstrap.servers",
+        "write <source alias>.bootstrap.servers = host:9092",
+    ),
+    "dest.kafka.bootstrap.servers": (
+        "Confluent Replicator's key; MM2 names each cluster in clusters and reads <alias>.bootstrap.servers",
+        "write <target alias>.bootstrap.servers = host:9092",
+    ),
+    "num.streams": (
+        "MirrorMaker 1's consumer stream count; MM2 runs at most tasks.max tasks per flow",
+        "write tasks.max = <n>",
+    ),
+}

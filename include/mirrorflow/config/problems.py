@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+
+# Characters that change what a terminal shows (line breaks inside a finding, direction overrides).
+_INVISIBLE = frozenset("\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def printable(text: str) -> str:
+    """`text` with control and direction characters written as escapes (\\x00, \\x1b, \\u202e).
+
+    Keys and values come from files a user may not have meant to give (a binary, a file with
+    stray escape sequences): a finding must never send raw control bytes to a terminal or a log.
+    """
+    if text.isprintable():
+        return text
+    out = []
+    for char in text:
+        if unicodedata.category(char) == "Cc" or char in _INVISIBLE:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 class Severity(Enum):
@@ -18,6 +40,10 @@ class Problem:
     severity: Severity
     message: str
     fix: str
+
+    def __post_init__(self) -> None:
+        for name in ("key", "message", "fix"):
+            object.__setattr__(self, name, printable(getattr(self, name)))
 
     @property
     def is_error(self) -> bool:

@@ -9,18 +9,26 @@ the parser below.
 
 Encoding: Kafka reads the file as ISO-8859-1. mirrorflow decodes UTF-8 (identical for ASCII,
 and what editors write), falls back to ISO-8859-1 for bytes that are not UTF-8, and drops a
-UTF-8 byte order mark that would otherwise become part of the first key.
+UTF-8 byte order mark that would otherwise become part of the first key. Bytes that are not
+text at all (a binary given by mistake) are refused with one finding instead of one "unknown key"
+per line of garbage.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from jproperties import ParseError, Properties
 
+from mirrorflow.config.lint import lint_values
 from mirrorflow.config.problems import ConfigError, Problem, error, warning
+
+# Control characters that never appear in a text file (tab, line feed, form feed and carriage
+# return do): C0 controls, DEL and the C1 range ISO-8859-1 maps 0x80-0x9f to.
+_BINARY_CHARS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 
 
 class _JavaProperties(Properties):
@@ -51,6 +59,7 @@ class PropertiesFile:
     source: str
     values: dict[str, str]
     problems: list[Problem] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)
 
 
 def decode(data: bytes) -> str:
@@ -60,8 +69,74 @@ def decode(data: bytes) -> str:
         return data.decode("iso-8859-1")
 
 
+def not_text(text: str, source: str) -> Problem | None:
+    """One error for a file that is not a properties file at all (NUL bytes, or many control
+    characters: a binary, an archive, a key store), instead of a finding per line of garbage."""
+    if "\x00" in text:
+        why = "it contains NUL bytes"
+    else:
+        controls = len(_BINARY_CHARS.findall(text))
+        if not controls or controls * 100 < len(text):
+            return None
+        why = f"{controls} of its {len(text)} characters are control characters"
+    return error(
+        source,
+        f"not a properties file ({why}; it looks like a binary file)",
+        "give the path of the MM2 properties file (text lines of key = value, e.g. connect-mirror-maker.properties)",
+    )
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each logical line, continuations joined as Java joins them."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    logical: list[tuple[int, str]] = []
+    number = 0
+    while number < len(lines):
+        start, joined = number + 1, lines[number]
+        while _continues(joined) and number + 1 < len(lines):
+            number += 1
+            joined = joined[:-1] + lines[number].lstrip(" \t\f")
+        logical.append((start, joined))
+        number += 1
+    return logical
+
+
+def _continues(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+_KEY_END = re.compile(r"(?<!\\)(?:\\\\)*[=:\s]")
+_KEY_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+
+
+def _unescape_key(raw: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        escaped = match.group(1)
+        if len(escaped) == 5:
+            return chr(int(escaped[1:], 16))
+        return {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(escaped, escaped)
+
+    return _KEY_ESCAPE.sub(one, raw)
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line each key was last set on, for findings that point at the line to edit."""
+    found: dict[str, int] = {}
+    for number, line in _logical_lines(text):
+        stripped = line.lstrip(" \t\f")
+        if not stripped or stripped[0] in "#!":
+            continue
+        end = _KEY_END.search(stripped)
+        raw_key = stripped if end is None else stripped[: end.end() - 1]
+        found[_unescape_key(raw_key)] = number
+    return found
+
+
 def parse_properties(text: str, source: str = "<text>") -> PropertiesFile:
     """Parse properties text; a syntax error raises ConfigError naming the line."""
+    garbage = not_text(text, source)
+    if garbage is not None:
+        raise ConfigError([garbage], source)
     parser = _JavaProperties()
     recorded = _RecordingDict()
     parser.properties = recorded
@@ -86,7 +161,9 @@ def parse_properties(text: str, source: str = "<text>") -> PropertiesFile:
         )
         for key in dict.fromkeys(recorded.repeated)
     ]
-    return PropertiesFile(source, dict(recorded), problems)
+    lines = key_lines(text.removeprefix("\ufeff"))
+    problems += lint_values(recorded, lines, source)
+    return PropertiesFile(source, dict(recorded), problems, lines)
 
 
 def read_properties_file(path: str | os.PathLike[str]) -> PropertiesFile:

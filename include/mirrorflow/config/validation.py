@@ -10,6 +10,7 @@ removed 3.x aliases (still honoured) and client settings librdkafka cannot use.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from mirrorflow.config.keys import (
     CONNECTOR_KEYS_BY_NAME,
     DEPRECATED_ALIASES,
     FLOW_ONLY_KEYS,
+    FOREIGN_KEYS,
     JAVA_CLIENT_KEYS,
     MIRRORMAKER_KEYS,
     SHARED_CLIENT_KEYS,
@@ -28,7 +30,7 @@ from mirrorflow.config.keys import (
 )
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, CLUSTER_KEYS, FLOW_KEYS
 from mirrorflow.config.problems import Problem, error, unique, warning
-from mirrorflow.config.values import InvalidValue, parse_list
+from mirrorflow.config.values import InvalidValue, duration_ms, parse_list
 from mirrorflow.policy.replication import (
     DEFAULT_POLICY_CLASS,
     IdentityReplicationPolicy,
@@ -82,12 +84,65 @@ def validate(config: MirrorConfig) -> list[Problem]:
     return unique(problems)
 
 
+def _words(key: str) -> list[str]:
+    return [word for word in re.split(r"[.\-_]", key) if word]
+
+
+def _typo_of(word: str, candidate: str) -> bool:
+    """Whether `candidate` could be `word` mistyped: every word of `word` is in `candidate` or a
+    misspelling of one of its words. `sync.topic.configs.strategy` is not a typo of
+    `sync.topic.configs.enabled` (strategy and enabled mean different things)."""
+    theirs = _words(candidate)
+    return all(
+        mine in theirs or difflib.get_close_matches(mine, theirs, n=1, cutoff=0.75) for mine in _words(word)
+    )
+
+
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
+    typos = [candidate for candidate in close if _typo_of(word, candidate)]
     return (
-        f"did you mean {close[0]}?"
-        if close
+        f"did you mean {typos[0]}?"
+        if typos
         else "remove it or check the MM2 documentation for the key's name"
+    )
+
+
+def _unknown(key: str, name: str, value: str, message: str, candidates: Iterable[str]) -> Problem:
+    """An unknown key: MM2's answer for keys from other tools' docs, the `.seconds` key with the
+    value converted for a duration written with a unit, or a typo suggestion."""
+    if name in FOREIGN_KEYS:
+        what, fix = FOREIGN_KEYS[name]
+        return warning(key, f"there is no {name} setting in MM2, which ignores it: {what}", fix)
+    renamed = _seconds_key(key, name, value)
+    if renamed is not None:
+        return renamed
+    return warning(key, message, _did_you_mean(name, candidates))
+
+
+def _seconds_key(key: str, name: str, value: str) -> Problem | None:
+    """`emit.checkpoints.interval = 1m` or `...interval.ms = 60000`: MM2's key is `.interval.seconds`."""
+    stem = re.sub(r"\.(interval|interval\.ms|interval\.millis|interval\.sec|interval\.secs)$", "", name)
+    real = f"{stem}.interval.seconds"
+    if stem == name or real not in CONNECTOR_KEYS_BY_NAME:
+        return None
+    written = key[: len(key) - len(name)] + real
+    text = value.strip()
+    if re.fullmatch(r"[0-9]+", text):
+        millis = int(text) if name.endswith((".ms", ".millis")) else None
+        if millis is None:
+            seconds = f"{text} if {text} is in seconds"
+        else:
+            seconds = str(max(round(millis / 1000), 1 if millis else 0))
+    else:
+        millis = duration_ms(text)
+        seconds = None if millis is None else str(max(round(millis / 1000), 1 if millis else 0))
+    what = f"{text!r} means {seconds} s" if seconds and text != seconds and " " not in seconds else ""
+    return warning(
+        key,
+        f"unknown key; MM2 ignores it and uses the default. {real} is the key, and it takes a whole number "
+        "of seconds" + (f" ({what})" if what else ""),
+        f"did you mean {real}? use {written} = {seconds or '<seconds>'}",
     )
 
 
@@ -150,7 +205,13 @@ def _check_flow_key(config: MirrorConfig, key: str) -> list[Problem]:
             )
         ]
     return [
-        warning(key, f"unknown flow setting {rest}; MM2 ignores it", _did_you_mean(rest, _FLOW_CANDIDATES))
+        _unknown(
+            key,
+            rest,
+            config.settings[key].raw,
+            f"unknown flow setting {rest}; MM2 ignores it",
+            _FLOW_CANDIDATES,
+        )
     ]
 
 
@@ -247,7 +308,29 @@ def _check_top_level_key(config: MirrorConfig, key: str) -> list[Problem]:
                 f"add {head} to clusters ({', '.join(config.clusters) or 'empty'}) or remove the key",
             )
         ]
-    return [warning(key, "unknown key; MM2 ignores it", _did_you_mean(key, _TOP_CANDIDATES))]
+    return [_unknown(key, key, config.settings[key].raw, "unknown key; MM2 ignores it", _TOP_CANDIDATES)]
+
+
+def nothing_replicated(config: MirrorConfig) -> list[Problem]:
+    """An error for a config whose clusters enable no flow: it replicates nothing, because every
+    S->T.enabled defaults to false (the multi-cluster guides' configs often forget them).
+
+    Not part of validate(): such a file is still usable where no enabled flow is needed (a one-off
+    migrate of a named flow, heartbeats, status), so only `mirrorflow validate` reports it.
+    """
+    pairs = config.pairs()
+    if not pairs or any(config.replication_enabled(s, t) for s, t in pairs):
+        return []
+    mentioned = [(s, t) for s, t in pairs if any(key.startswith(f"{s}->{t}.") for key in config.settings)]
+    keys = [f"{s}->{t}.enabled = true" for s, t in (mentioned or pairs)]
+    return [
+        error(
+            "<source>-><target>.enabled",
+            f"no flow is enabled, so nothing is replicated: MM2 turns on no pair of clusters by default "
+            f"({', '.join(config.clusters)}; every <source>-><target>.enabled defaults to false)",
+            "add a line for each flow you want: " + "; ".join(keys),
+        )
+    ]
 
 
 def _check_bootstrap(config: MirrorConfig, flows: list[FlowConfig]) -> list[Problem]:

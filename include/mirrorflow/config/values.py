@@ -46,7 +46,7 @@ def parse_bool(raw: str) -> bool:
     raise InvalidValue(f"{raw.strip()!r} is not true or false", "write true or false")
 
 
-def _duration_ms(text: str) -> int | None:
+def duration_ms(text: str) -> int | None:
     match = _DURATION.match(text)
     if not match or match.group("unit").lower() not in _UNIT_MS:
         return None
@@ -57,7 +57,7 @@ def parse_int(raw: str, *, kind: str = "int", unit: str | None = None) -> int:
     """A Java short/int/long; `unit` ("seconds" or "milliseconds") improves the message for durations."""
     text = raw.strip()
     if not re.fullmatch(r"[+-]?[0-9]+", text):
-        duration = _duration_ms(text)
+        duration = duration_ms(text)
         if unit == "seconds" and duration is not None:
             raise InvalidValue(
                 f"{text!r} is not an integer number of seconds", f"write {max(duration // 1000, 0)}"
