@@ -17,13 +17,15 @@ from mirrorflow.mm2.formats import Heartbeat
 
 from ..integration.kafkatools import create_topics, read_all
 
-# Heartbeats every minute: a run emits once and exits, which keeps `dags test` short.
+# Heartbeats every minute and runs a minute long: a run emits once per pair and exits, which
+# keeps `dags test` short.
 CONFIG = """\
 clusters = A, B
 A.bootstrap.servers = {a}
 B.bootstrap.servers = {b}
 A->B.enabled = true
 emit.heartbeats.interval.seconds = 60
+mirrorflow.heartbeats.run.seconds = 60
 replication.factor = 1
 heartbeats.topic.replication.factor = 1
 {extra}"""
@@ -35,14 +37,16 @@ def run_dag(airflow_home, tmp_path, a, b, dag_id: str, extra: str = ""):
     return airflow_home.dags_test(dag_id, env={"MIRRORFLOW_CONFIG": str(path)})
 
 
-def test_heartbeat_dag_of_the_heartbeat_only_pair(airflow_home, kafka_clusters, tmp_path) -> None:
+def test_one_heartbeat_dag_emits_for_every_pair(airflow_home, kafka_clusters, tmp_path) -> None:
     a, b = kafka_clusters(2)
-    # Only A->B replicates, yet B->A has a heartbeat DAG: it writes into A what A->B then
-    # replicates to B as A.heartbeats.
-    result = run_dag(airflow_home, tmp_path, a, b, "mirrorflow__B__A__heartbeats")
+    # Only A->B replicates, yet B->A emits too: it writes into A what A->B then replicates to B
+    # as A.heartbeats. One DAG run serves both pairs.
+    result = run_dag(airflow_home, tmp_path, a, b, "mirrorflow_heartbeats")
     assert result.succeeded, result.log[-4000:]
     (beat,) = [Heartbeat.decode(r.key, r.value) for r in read_all(a.bootstrap, "heartbeats")]
     assert (beat.source_alias, beat.target_alias) == ("B", "A")
+    (beat,) = [Heartbeat.decode(r.key, r.value) for r in read_all(b.bootstrap, "heartbeats")]
+    assert (beat.source_alias, beat.target_alias) == ("A", "B")
 
 
 def test_refresh_topics_dag_creates_remote_topics_and_fails_loudly(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import struct
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -121,3 +123,20 @@ def test_cli_emits_for_the_chosen_heartbeat_flows(kafka_clusters, tmp_path) -> N
     assert [(h.source_alias, h.target_alias) for h in beats] == [("B", "A"), ("B", "A")]
     off = runner.invoke(main, ["heartbeats", str(path), "--flow", "A->B"])
     assert off.exit_code == 2 and "emit.heartbeats.enabled" in off.output
+
+
+def test_a_pair_whose_target_is_down_does_not_stop_the_others(kafka_clusters) -> None:
+    """One heartbeat DAG serves every pair: a target that is down when the run starts fails only
+    its own pair, at the end of the window, and the other pairs emit meanwhile."""
+    (a,) = kafka_clusters(1)
+    with socket.socket() as probe:  # a port nothing listens on: cluster B is down
+        probe.bind(("127.0.0.1", 0))
+        dead = SimpleNamespace(alias="B", bootstrap=f"127.0.0.1:{probe.getsockname()[1]}")
+    config = mm2_config([a, dead], ["A->B"], "mirrorflow.cluster.unreachable.timeout.ms = 3000\n")
+    with pytest.raises(HeartbeatError) as failed:
+        emit_heartbeats(config.heartbeat_flows, duration_s=1.0)
+    message = str(failed.value)
+    assert "A->B" in message and "B->A" not in message
+    beats = [Heartbeat.decode(r.key, r.value) for r in read_all(a.bootstrap, "heartbeats")]
+    assert {(h.source_alias, h.target_alias) for h in beats} == {("B", "A")}
+    assert len(beats) == 2  # at once, then one interval (1 s) later

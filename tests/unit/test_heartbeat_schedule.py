@@ -1,4 +1,4 @@
-"""How a heartbeat DAG spreads MM2's emit interval over Airflow runs."""
+"""How the heartbeat DAG spreads MM2's emit intervals over Airflow runs."""
 
 from __future__ import annotations
 
@@ -16,20 +16,34 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     [(1, 60), (7, 63), (45, 90), (60, 60), (300, 300), (0, 60), (0.25, 60)],
 )
 def test_period_is_a_whole_number_of_intervals_of_at_least_a_minute(interval_s, period_s) -> None:
-    assert heartbeat_period(timedelta(seconds=interval_s)) == timedelta(seconds=period_s)
+    assert heartbeat_period([timedelta(seconds=interval_s)]) == timedelta(seconds=period_s)
+
+
+def test_an_hour_long_run_gives_24_runs_a_day_for_every_pair_together() -> None:
+    hour = timedelta(hours=1)
+    assert heartbeat_period([timedelta(seconds=1)] * 6, hour) == hour
+    assert timedelta(days=1) / heartbeat_period([timedelta(seconds=1)] * 6, hour) == 24
+    # The shortest interval sets the grid; the longest still fits in a run at least once.
+    assert heartbeat_period([timedelta(seconds=7), timedelta(seconds=45)], hour) == timedelta(seconds=3605)
+    assert heartbeat_period([timedelta(seconds=1), timedelta(hours=2)], hour) == timedelta(hours=2)
+    with pytest.raises(ValueError, match="no pair"):
+        heartbeat_period([], hour)
 
 
 def test_window_ends_one_interval_before_the_next_run() -> None:
-    interval = timedelta(seconds=1)
+    interval = [timedelta(seconds=1)]
     assert heartbeat_window(interval, T0, T0) == 59.0
     # A run that starts late keeps the next run's slot: it emits for less.
     assert heartbeat_window(interval, T0, T0 + timedelta(seconds=4)) == 55.0
     # A run so late that its slot is over still emits its single immediate heartbeat.
     assert heartbeat_window(interval, T0, T0 + timedelta(minutes=5)) == 0.0
+    # An hour-long run ends one shortest interval before the next.
+    both = [timedelta(seconds=1), timedelta(seconds=30)]
+    assert heartbeat_window(both, T0, T0, timedelta(hours=1)) == 3599.0
 
 
 def test_an_interval_of_a_minute_or_more_emits_once_per_run() -> None:
-    assert heartbeat_window(timedelta(minutes=10), T0, T0) == 0.0
+    assert heartbeat_window([timedelta(minutes=10)], T0, T0) == 0.0
     assert heartbeat_schedule([600.0], 0.0) == [(0.0, 0)]
 
 

@@ -23,17 +23,22 @@ def dags(text: str, tmp_path: Path) -> dict:
 
 def test_default_settings(tmp_path) -> None:
     built = dags("A->B.enabled = true\n", tmp_path)
-    heartbeats = {d for d in built if d.endswith("__heartbeats")}
-    # MM2 runs a heartbeat herder for every pair while emit.heartbeats.enabled is on (the default).
-    assert len(heartbeats) == 6
-    assert "mirrorflow__B__A__heartbeats" in heartbeats
-    assert {d for d in built if not d.endswith("__heartbeats")} == {
+    # MM2 runs a heartbeat herder for every pair while emit.heartbeats.enabled is on (the
+    # default): one DAG emits for all six, each run for an hour (24 runs a day in all).
+    hb = built["mirrorflow_heartbeats"]
+    assert set(built) == {
+        "mirrorflow_heartbeats",
         "mirrorflow__A__B__refresh_topics",
         "mirrorflow__A__B__sync_topic_configs",
         "mirrorflow__A__B__sync_topic_acls",
     }
-    hb = built["mirrorflow__A__B__heartbeats"]
-    assert hb.timetable.delta == timedelta(minutes=1)  # 1 s interval -> one-minute runs
+    assert hb.timetable.delta == timedelta(hours=1)
+    for pair in ("A → B", "B → A", "A → C", "C → A", "B → C", "C → B"):
+        assert f"| {pair} |" in hb.doc_md
+    assert "| A → B | `heartbeats` on B | 1 s | replicates |" in hb.doc_md
+    # The heartbeat-only pair says why it exists and how to turn it off.
+    assert "`A.heartbeats` on B" in hb.doc_md and "`B->A.emit.heartbeats.enabled = false`" in hb.doc_md
+    assert "no enabled flow carries its heartbeats on" in hb.doc_md  # C's heartbeats go nowhere
     for dag in built.values():
         assert dag.max_active_runs == 1 and not dag.catchup
     for job in ("refresh_topics", "sync_topic_configs", "sync_topic_acls"):
@@ -48,15 +53,24 @@ def test_disabled_jobs_get_no_dag_and_intervals_set_schedules(tmp_path) -> None:
         "emit.heartbeats.enabled = false\n"
         "A->B.emit.heartbeats.enabled = true\n"
         "A->B.emit.heartbeats.interval.seconds = 45\n"
+        "mirrorflow.heartbeats.run.seconds = 60\n"
         "A->B.sync.topic.acls.enabled = false\n"
         "A->B.sync.topic.configs.interval.seconds = -1\n"
         "A->B.refresh.topics.interval.seconds = 20\n",
         tmp_path,
     )
-    assert set(built) == {"mirrorflow__A__B__heartbeats", "mirrorflow__A__B__refresh_topics"}
-    assert built["mirrorflow__A__B__heartbeats"].timetable.delta == timedelta(seconds=90)
+    assert set(built) == {"mirrorflow_heartbeats", "mirrorflow__A__B__refresh_topics"}
+    assert "| B → A |" not in built["mirrorflow_heartbeats"].doc_md
+    assert built["mirrorflow_heartbeats"].timetable.delta == timedelta(seconds=90)
     # Below a minute, a topic job runs once a minute.
     assert built["mirrorflow__A__B__refresh_topics"].timetable.delta == timedelta(minutes=1)
+
+
+def test_a_heartbeat_run_under_a_minute_is_refused(tmp_path) -> None:
+    path = tmp_path / "mm2.properties"
+    path.write_text(BASE + "A->B.enabled = true\nmirrorflow.heartbeats.run.seconds = 5\n")
+    with pytest.raises(Exception, match="mirrorflow.heartbeats.run.seconds"):
+        load_config(str(path))
 
 
 def test_negative_heartbeat_interval_removes_the_heartbeat_dag(tmp_path) -> None:
@@ -64,7 +78,7 @@ def test_negative_heartbeat_interval_removes_the_heartbeat_dag(tmp_path) -> None
     assert built == {}
 
 
-@pytest.mark.parametrize("wanted", ["mirrorflow__B__A__heartbeats", "mirrorflow__A__B__sync_topic_acls"])
+@pytest.mark.parametrize("wanted", ["mirrorflow_heartbeats", "mirrorflow__A__B__sync_topic_acls"])
 def test_only_the_wanted_dag_is_built_when_airflow_runs_one(tmp_path, wanted) -> None:
     path = tmp_path / "mm2.properties"
     path.write_text(BASE + "A->B.enabled = true\n")
@@ -78,8 +92,7 @@ def test_the_dag_file_includes_the_maintenance_dags(monkeypatch) -> None:
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     assert bag.import_errors == {}
     assert {
-        "mirrorflow__primary__backup__heartbeats",
-        "mirrorflow__backup__primary__heartbeats",
+        "mirrorflow_heartbeats",
         "mirrorflow__primary__backup__refresh_topics",
         "mirrorflow__primary__backup__sync_topic_configs",
         "mirrorflow__primary__backup__sync_topic_acls",

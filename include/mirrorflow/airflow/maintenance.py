@@ -1,12 +1,14 @@
-"""MM2's periodic jobs beside the copy, one DAG per flow and job, each on its MM2 interval.
+"""MM2's periodic jobs beside the copy, each on its MM2 interval.
 
-* `mirrorflow__<A>__<B>__heartbeats` for every pair MM2 gives a heartbeat herder
+* `mirrorflow_heartbeats`: one DAG for every pair MM2 gives a heartbeat herder
   (`MirrorConfig.heartbeat_flows`: with only A->B enabled, B->A too, which is what puts
-  `A.heartbeats` on B). Scheduled every `heartbeat_period(interval)` (a minute for MM2's 1 s
-  default); each run emits every interval until one interval before the next run is due.
-* `..__refresh_topics`, `..__sync_topic_configs`, `..__sync_topic_acls` for every replication
-  flow whose `refresh.topics.*`, `sync.topic.configs.*`, `sync.topic.acls.*` settings leave the
-  job on, every `*.interval.seconds` (at least a minute: Airflow schedules no faster usefully).
+  `A.heartbeats` on B). Each run emits for every pair at its own interval for
+  `mirrorflow.heartbeats.run.seconds` (an hour), so the metadata database gets 24 runs a day
+  for all pairs instead of a run a minute per pair.
+* `mirrorflow__<A>__<B>__refresh_topics`, `..__sync_topic_configs`, `..__sync_topic_acls` for
+  every replication flow whose `refresh.topics.*`, `sync.topic.configs.*`, `sync.topic.acls.*`
+  settings leave the job on, every `*.interval.seconds` (at least a minute: Airflow schedules no
+  faster usefully).
 
 A job MM2's settings disable gets no DAG. Runs never overlap (max_active_runs=1), never catch
 up and are not retried: like MM2's scheduler, the next run on the interval is the retry, and a
@@ -26,6 +28,7 @@ from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, heartbeat
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicJob
 
 HEARTBEATS = "heartbeats"
+HEARTBEATS_DAG_ID = "mirrorflow_heartbeats"
 
 
 def dag_id(source: str, target: str, job: str) -> str:
@@ -37,38 +40,72 @@ def job_schedule(interval: timedelta) -> timedelta:
     return max(interval, MIN_PERIOD)
 
 
-def heartbeats_dag(path: str, flow: FlowConfig) -> DAG:
-    source, target = flow.source, flow.target
+def _heartbeat_pair_line(config: MirrorConfig, flow: FlowConfig) -> str:
     interval = flow.emit_heartbeats_interval
-    if interval is None:
-        raise ValueError(f"heartbeats are disabled for {flow.name}")
-    period = heartbeat_period(interval)
+    assert interval is not None
+    if config.replication_enabled(flow.source, flow.target):
+        why = "replicates"
+    else:
+        onward = [f.target for f in config.replication_flows if f.source == flow.target]
+        reach = (
+            "its heartbeats show up as " + ", ".join(f"`{flow.target}.heartbeats` on {c}" for c in onward)
+            if onward
+            else "no enabled flow carries its heartbeats on"
+        )
+        why = (
+            f"heartbeats only, as in MM2: {reach}; `{flow.name}.emit.heartbeats.enabled = false` turns it off"
+        )
+    return (
+        f"| {flow.source} → {flow.target} | `{flow.heartbeats_topic}` on {flow.target} | "
+        f"{interval.total_seconds():g} s | {why} |"
+    )
+
+
+def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
+    flows = config.heartbeat_flows
+    if not flows:
+        raise ValueError(
+            "no pair emits heartbeats (emit.heartbeats.enabled is false or intervals are negative)"
+        )
+    intervals = [flow.emit_heartbeats_interval for flow in flows if flow.emit_heartbeats_interval is not None]
+    run = timedelta(seconds=min(flow.heartbeats_run_seconds for flow in flows))
+    period = heartbeat_period(intervals, run)
+    pairs = [(flow.source, flow.target) for flow in flows]
     with DAG(
-        dag_id=dag_id(source, target, HEARTBEATS),
-        description=f"Heartbeat({source}, {target}) into {flow.heartbeats_topic} on {target} every {interval.total_seconds():g} s",
+        dag_id=HEARTBEATS_DAG_ID,
+        description=f"MM2 heartbeats of {len(flows)} cluster pair(s), each run emitting for {period.total_seconds():g} s",
         schedule=period,
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, HEARTBEATS, f"{source}->{target}"],
+        tags=[*TAGS, HEARTBEATS],
         default_args={"retries": 0},
         doc_md=(
-            f"Writes MM2 heartbeats **({source}, {target}, now)** into `{flow.heartbeats_topic}` on **{target}** "
-            f"every {interval.total_seconds():g} s (`emit.heartbeats.interval.seconds`).\n\n"
-            f"The DAG runs every {period.total_seconds():g} s; each run emits one heartbeat at once, then one per "
-            "interval until one interval before the next run is due, then exits, so runs never overlap."
+            "Writes MM2 heartbeats **(source, target, now)** into each pair's `heartbeats` topic on its "
+            "target, every `emit.heartbeats.interval.seconds`:\n\n"
+            "| pair | into | every | why |\n|---|---|---|---|\n"
+            + "\n".join(_heartbeat_pair_line(config, flow) for flow in flows)
+            + f"\n\nEach run emits for {period.total_seconds():g} s (`mirrorflow.heartbeats.run.seconds`), "
+            "then exits one interval before the next run is due, so runs never overlap and Airflow's "
+            "database gets one run per period for all pairs. A pair whose target fails does not stop the "
+            "others; the run fails at its end, naming it."
         ),
     ) as dag:
 
         @task(task_id="emit", execution_timeout=period + timedelta(seconds=2 * FLUSH_TIMEOUT_S))
-        def emit() -> list[dict[str, Any]]:
+        def emit() -> dict[str, Any]:
             from mirrorflow.config import load_config
             from mirrorflow.control.heartbeats import emit_heartbeats, heartbeat_window
 
             scheduled = get_current_context()["dag_run"].run_after
-            window = heartbeat_window(interval, scheduled, datetime.now(UTC))
-            runs = emit_heartbeats([load_config(path).flow(source, target)], duration_s=window)
-            return [run.to_dict() for run in runs]
+            window = heartbeat_window(intervals, scheduled, datetime.now(UTC), run)
+            current = load_config(path)
+            runs = emit_heartbeats([current.flow(s, t) for s, t in pairs], duration_s=window)
+            # One compact XCom: counts per pair, not each heartbeat.
+            return {
+                "window_s": window,
+                "pairs": {r.flow: {"emitted": r.emitted, "last_ms": r.last_ms} for r in runs},
+            }
 
         emit()
     return dag
@@ -107,10 +144,8 @@ def topic_job_dag(path: str, flow: FlowConfig, job: TopicJob) -> DAG:
 
 def build(path: str, config: MirrorConfig, wanted: str | None) -> dict[str, DAG]:
     dags: dict[str, DAG] = {}
-    for flow in config.heartbeat_flows:
-        name = dag_id(flow.source, flow.target, HEARTBEATS)
-        if wanted in (None, name):
-            dags[name] = heartbeats_dag(path, flow)
+    if config.heartbeat_flows and wanted in (None, HEARTBEATS_DAG_ID):
+        dags[HEARTBEATS_DAG_ID] = heartbeats_dag(path, config)
     for flow in config.replication_flows:
         for job in TOPIC_JOBS.values():
             name = dag_id(flow.source, flow.target, job.name)

@@ -46,6 +46,15 @@ def parse_positive(raw: str) -> int:
     return value
 
 
+def parse_run_seconds(raw: str) -> int:
+    value = parse_int(raw, kind="long")
+    if value < 60:
+        raise InvalidValue(
+            f"{value} is under a minute", "write at least 60: Airflow runs a DAG at most about once a minute usefully"
+        )
+    return value
+
+
 def parse_delivery(raw: str) -> str:
     value = raw.strip()
     if value not in DELIVERY_CHOICES:
@@ -123,6 +132,15 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "with one error naming the cluster, its bootstrap servers and what to check, without Airflow "
         "retries; a copy that loses a cluster for this long gives up on it instead of waiting out each "
         "partition's timeouts.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.heartbeats.run.seconds",
+        "integer >= 60",
+        3600,
+        parse_run_seconds,
+        "How long one run of the mirrorflow_heartbeats DAG emits (every pair at its "
+        "emit.heartbeats.interval.seconds) before the next run takes over: 3600 gives 24 DAG runs a day "
+        "in Airflow's database for all pairs together; the shortest value set for any pair is used.",
     ),
     MirrorflowKey(
         f"<alias>.{AIRFLOW_CONNECTION_KEY}",

@@ -7,9 +7,11 @@ bypass the `topics` list), so T's `heartbeats` becomes `T.heartbeats` on every c
 reads those names to find upstream clusters and hop counts, and the newest timestamp in them to
 tell how fresh each path is.
 
-Airflow cannot run a task every second, so a heartbeat job runs for a bounded window: it emits
-once at once, then once per interval until the window closes, then exits. `heartbeat_period` is
-the DAG schedule that keeps those windows back to back.
+Airflow cannot run a task every second, and a DAG run per minute would write 1,440 runs a day per
+pair into Airflow's metadata database. One heartbeat DAG therefore serves every pair of a config
+and each of its runs emits for a long window (`mirrorflow.heartbeats.run.seconds`, an hour by
+default: 24 runs a day in all): each pair at its own interval, then it exits. `heartbeat_period`
+is the DAG schedule that keeps those windows back to back.
 """
 
 from __future__ import annotations
@@ -47,25 +49,31 @@ class HeartbeatError(RuntimeError):
     """Heartbeats were not acknowledged by the target cluster; the message says which and why."""
 
 
-def heartbeat_period(interval: timedelta) -> timedelta:
-    """The heartbeat DAG's schedule for an emit interval.
+def heartbeat_period(intervals: Sequence[timedelta], run: timedelta = MIN_PERIOD) -> timedelta:
+    """The heartbeat DAG's schedule for pairs emitting at `intervals`, each run lasting about `run`.
 
-    An interval of a minute or more is the schedule itself (one heartbeat per run). A shorter one
-    is repeated a whole number of times to fill at least a minute (1 s -> 60 s, 7 s -> 63 s,
-    45 s -> 90 s), so heartbeats stay evenly spaced across run boundaries.
+    The shortest interval repeated a whole number of times to fill at least `run`, a minute and
+    the longest interval (run of a minute: 1 s -> 60 s, 7 s -> 63 s, 45 s -> 90 s, 10 min ->
+    10 min), so the shortest interval's heartbeats stay evenly spaced across run boundaries and
+    every pair emits at least once per run.
     """
-    spacing = max(interval, MIN_SPACING)
-    if spacing >= MIN_PERIOD:
-        return spacing
-    return spacing * math.ceil(MIN_PERIOD / spacing)
+    if not intervals:
+        raise ValueError("no heartbeat intervals: no pair emits heartbeats")
+    spacings = [max(interval, MIN_SPACING) for interval in intervals]
+    shortest = min(spacings)
+    floor = max(run, MIN_PERIOD, max(spacings))
+    return shortest * math.ceil(floor / shortest - 1e-9)
 
 
-def heartbeat_window(interval: timedelta, scheduled_at: datetime, now: datetime) -> float:
-    """Seconds a run keeps emitting: until one interval before the next run is due, so the last
-    heartbeat of this run and the first of the next are one interval apart and runs never overlap.
-    A run that starts late shortens its window instead of pushing the next run back."""
-    next_run = scheduled_at + heartbeat_period(interval)
-    return max(0.0, (next_run - max(interval, MIN_SPACING) - now).total_seconds())
+def heartbeat_window(
+    intervals: Sequence[timedelta], scheduled_at: datetime, now: datetime, run: timedelta = MIN_PERIOD
+) -> float:
+    """Seconds a run keeps emitting: until one (shortest) interval before the next run is due, so
+    the last heartbeat of this run and the first of the next are one interval apart and runs never
+    overlap. A run that starts late shortens its window instead of pushing the next run back."""
+    next_run = scheduled_at + heartbeat_period(intervals, run)
+    shortest = min(max(interval, MIN_SPACING) for interval in intervals)
+    return max(0.0, (next_run - shortest - now).total_seconds())
 
 
 def heartbeat_schedule(intervals_s: Sequence[float], duration_s: float) -> list[tuple[float, int]]:
@@ -147,6 +155,14 @@ class _Emitter:
             self.run.failed += 1
             reason = f"{error.name()}: {error.str()}"
             if reason not in self.run.errors:
+                # Said at once: a run lasts up to an hour and fails only at its end.
+                log.warning(
+                    "%s: heartbeat to %s on %s failed: %s",
+                    self.flow.name,
+                    self.run.topic,
+                    self.flow.target,
+                    reason,
+                )
                 self.run.errors.append(reason)
             return
         timestamp = message.timestamp()[1]
@@ -177,10 +193,29 @@ def emit_heartbeats(
     heartbeats.topic.replication.factor), as MirrorHeartbeatConnector does. Raises
     HeartbeatError after the window if any heartbeat was not acknowledged.
     """
-    resolved = [(flow, FlowClients.resolve(flow, connection_extra)) for flow in flows]
-    for flow, clients in resolved:
-        require_job_acls(flow, "heartbeats", clients, sides=("target",))
-    emitters = [_Emitter(flow, clients) for flow, clients in resolved]
+    emitters: list[_Emitter] = []
+    unstarted: list[HeartbeatRun] = []
+    for flow in flows:
+        # One pair whose target is down or refuses must not stop the others' heartbeats: its
+        # failure is kept, reported at the end of the window, and the next run tries it again.
+        try:
+            clients = FlowClients.resolve(flow, connection_extra)
+            require_job_acls(flow, "heartbeats", clients, sides=("target",))
+            emitters.append(_Emitter(flow, clients))
+        except Exception as exc:  # noqa: BLE001 - reported below, with the pair it belongs to
+            if len(flows) == 1:
+                raise
+            log.error("%s: no heartbeats this run: %s", flow.name, exc)
+            unstarted.append(
+                HeartbeatRun(
+                    flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic, errors=[str(exc)]
+                )
+            )
+    if not emitters:
+        raise HeartbeatError(
+            "heartbeats failed for every pair:\n"
+            + "\n".join(f"  {run.flow}: {run.errors[0]}" for run in unstarted)
+        )
     schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
     start = time.monotonic()
     for offset, index in schedule:
@@ -188,7 +223,7 @@ def emit_heartbeats(
         if delay > 0:
             time.sleep(delay)
         emitters[index].emit(int(time.time() * 1000))
-    runs = [emitter.finish() for emitter in emitters]
+    runs = [emitter.finish() for emitter in emitters] + unstarted
     for run in runs:
         log.info("%s: %d heartbeat(s) written to %s on %s", run.flow, run.emitted, run.topic, run.cluster)
     failed = [run for run in runs if run.errors]
