@@ -4,10 +4,12 @@ ages, last runs, and the `mirrorflow status` command."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 from click.testing import CliRunner
 
+from mirrorflow.airflow.status_page import PageView, render_content
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.heartbeats import emit_heartbeats
@@ -59,6 +61,15 @@ def test_chain_status(kafka_clusters, tmp_path) -> None:
     assert c_status.remote_topics == {"B": ["B.A.heartbeats", "B.A.orders", "B.heartbeats"]}
     assert status.cluster("A").upstreams == []
     assert [u.alias for u in status.cluster("B").upstreams] == ["A"]
+
+    # The page colours each upstream's newest heartbeat against the time one needs to arrive:
+    # A's emit interval (1 s) plus the A->B and B->C schedules (5 min each): all fresh here.
+    page = render_content(
+        PageView(status, {"refresh_interval_s": 15.0}, [], status.generated_ms, config=config)
+    )
+    c_rows = re.findall(r"<tr><td>C</td>(.*?)</tr>", page)
+    assert len(c_rows) == 2 and all('<span class="badge ok"' in row for row in c_rows), c_rows
+    assert "newest heartbeat: expected every 10 min; green under 30 min" in c_rows[0]
 
     runs = {f.flow: f for f in status.flows}
     assert set(runs) == {"A->B", "B->C"}

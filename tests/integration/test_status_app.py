@@ -49,7 +49,37 @@ def test_status_json_metrics_and_page(replicated, status_app, monkeypatch: pytes
     assert 'mirrorflow_cluster_up{cluster="A"} 1.0' in text
 
     page = client.get("/ui")
-    assert page.status_code == 200 and 'fetch("status")' in page.text
+    assert page.status_code == 200 and 'fetch("ui?fragment=1"' in page.text
+    # Server-rendered from the snapshot: the run linked to its DAG run and report log, the topic
+    # with its lag now; the heartbeats were emitted after the copy, so B has no upstream yet.
+    run = "../dags/mirrorflow__A__B__replicate/runs/status-run"
+    assert f'<a href="{run}" target="_top"' in page.text
+    assert f'<a href="{run}/tasks/report" target="_top"' in page.text
+    assert f'<span class="mono">{topic}</span>' in page.text
+    assert '<tr><td>B</td><td><span class="muted">no upstream clusters</span></td>' in page.text
+    fragment = client.get("/ui", params={"fragment": 1}).text
+    assert "<html" not in fragment and "status-run" in fragment and "<h2>Flows</h2>" in fragment
+    dark = client.get("/ui", params={"theme": "dark"}).text
+    assert dark.startswith('<!doctype html>\n<html data-theme="dark"')
+
+
+def test_lag_history_across_refreshes(kafka_clusters, status_app) -> None:
+    """Each refresh adds the flow's and each topic's lag now to the history the sparklines draw."""
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("clicks", 1), ("views", 1))
+    config = mm2_config([a, b], ["A->B"])
+    client = status_app(config, refresh_s=3600)
+    for batch in (3, 4, 5):
+        produce(a.bootstrap, "clicks", [{"value": b"c"}] * batch)
+        produce(a.bootstrap, "views", [{"value": b"v"}])
+        client.refresh()
+    history = client.snapshots.history
+    assert [v for _, v in history.flow("A->B")] == [0, 4, 9, 15], "the first read, then three"
+    assert [v for _, v in history.topic("A->B", "clicks")] == [0, 3, 7, 12]
+    assert [v for _, v in history.topic("A->B", "views")] == [0, 1, 2, 3]
+    page = client.get("/ui").text
+    assert "lag now over the last 4 reads" in page and "min 0, max 15, now 15" in page
+    assert page.count('<svg class="spark"') == 3, "the flow and its two topics"
 
 
 def test_metrics_token_and_login(replicated, status_app, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,4 +139,6 @@ def test_the_status_of_a_20000_partition_run_is_bounded_and_whole(kafka_clusters
     assert len(flow["last_run"]["topics"]) == TOPIC_ROWS and flow["last_run"]["topics_count"] == 2_000
     metrics = app.get("/metrics").text
     assert metrics.count('mirrorflow_flow_lag_records{flow="A->B"') == TOPIC_ROWS
-    assert "Topics of the last runs, the worst first" in app.get("/ui").text
+    page = app.get("/ui").text
+    assert "Topics, the worst first" in page and "… and 1,950 more topic(s)" in page
+    assert len(page) < 200_000

@@ -107,6 +107,10 @@ def test_last_known_values_stay_through_a_target_outage(kafka_clusters, status_a
     assert banner["text"].startswith(f"B (target of A->B, source of B->A) unreachable since {when(since)} (")
     assert banner["text"].endswith(f" ago); showing values as of {when(b_before['as_of_ms'])}")
     assert html.escape(banner["text"]) in page.text and 'class="banner"' in page.text
+    # The page keeps the flow's last values, greyed with their age, and still links its last run.
+    stale_row = next(r for r in page.text.split("<tr") if "A-&gt;B</a> (last known)" in r)
+    assert 'class="stale" title="values as of ' in stale_row
+    assert "../dags/mirrorflow__A__B__replicate/runs/ab-1" in stale_row
 
     after = series(metrics.text)
     assert after.keys() >= metrics_before.keys(), "every series stays while the target is down"

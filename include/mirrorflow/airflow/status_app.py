@@ -118,7 +118,7 @@ def create_app(
 
     @app.get("/status", dependencies=guarded)
     def status() -> JSONResponse:
-        return JSONResponse(status_document(snapshots, int(time.time() * 1000), view()))
+        return JSONResponse(status_document(view()))
 
     @app.get("/metrics")
     def prometheus(authorization: str | None = Header(default=None)) -> Response:
@@ -169,19 +169,18 @@ class FactsCache:
             return self._facts
 
 
-def status_document(snapshots: StatusSnapshots, now_ms: int, view: PageView | None = None) -> dict[str, Any]:
+def status_document(view: PageView) -> dict[str, Any]:
     """The /status JSON: the snapshot (what `mirrorflow status --json` prints, with stale marks),
     `snapshot` (its state and age), `banners` (one per unreachable cluster or unread flow) and
     `hints` (one per paused DAG the figures wait on). While the first snapshot is collected:
     state "collecting", no clusters and no flows."""
-    current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
-    if current is None:
+    if view.status is None:
         body: dict[str, Any] = {"generated_ms": None, "clusters": [], "flows": []}
     else:
-        body = current.to_dict()
-    body["snapshot"] = snapshots.describe(now_ms)
-    body["banners"] = [] if current is None else outage_banners(current, now_ms)
-    body["hints"] = [] if view is None else view.hints
+        body = view.status.to_dict()
+    body["snapshot"] = view.snapshot
+    body["banners"] = view.banners
+    body["hints"] = view.hints
     return body
 
 
