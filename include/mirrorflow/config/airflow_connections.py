@@ -1,5 +1,6 @@
 """Credentials from Airflow: `<alias>.airflow.connection.id` names a `kafka` connection whose
-`extra` JSON holds librdkafka properties for that cluster (the Apache Kafka provider's format).
+`extra` JSON holds librdkafka properties for that cluster (the Apache Kafka provider's format; type
+`mirrorflow_kafka` is the same with mirrorflow's hook, see mirrorflow.airflow.hooks).
 
 They override the file's settings for that cluster's clients at run time, so passwords can
 live in Airflow's secrets backend instead of the properties file. The lookup happens only when
@@ -13,6 +14,9 @@ from collections.abc import Callable, Mapping
 from mirrorflow.config.problems import ConfigError, error
 
 ConnectionExtra = Callable[[str], Mapping[str, object]]
+# mirrorflow's own type (its hook answers the Connections UI's Test with why a cluster does not
+# answer) and the Apache Kafka provider's: the same extra JSON of librdkafka properties.
+CONNECTION_TYPES = ("mirrorflow_kafka", "kafka")
 
 # Settings a role must keep whatever the connection says (MM2 forces them too).
 _FORCED = {"consumer": {"enable.auto.commit": "false"}}
@@ -47,7 +51,7 @@ def merge_connection_extra(
 
 
 def fetch_connection_extra(conn_id: str, *, key: str = "airflow.connection.id") -> dict[str, object]:
-    """The extra of Airflow connection `conn_id` (must be of type kafka), looked up through the task SDK.
+    """The extra of Airflow connection `conn_id` (type mirrorflow_kafka or kafka), looked up through the task SDK.
 
     `key` is the configuration key that named the connection, for error messages.
     """
@@ -71,17 +75,17 @@ def fetch_connection_extra(conn_id: str, *, key: str = "airflow.connection.id") 
                 error(
                     key,
                     f"Airflow connection {conn_id!r} could not be read: {exc}",
-                    f"create connection {conn_id} of type kafka",
+                    f"create connection {conn_id} of type mirrorflow_kafka (or kafka)",
                 )
             ]
         ) from exc
-    if connection.conn_type != "kafka":
+    if connection.conn_type not in CONNECTION_TYPES:
         raise ConfigError(
             [
                 error(
                     key,
                     f"Airflow connection {conn_id!r} has type {connection.conn_type!r}",
-                    "use a connection of type kafka whose extra JSON holds librdkafka properties",
+                    "use a connection of type mirrorflow_kafka or kafka whose extra JSON holds librdkafka properties",
                 )
             ]
         )
