@@ -147,7 +147,7 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "string",
         None,
         parse_connection_id,
-        "Airflow connection (type kafka) whose extra JSON of librdkafka properties overrides this cluster's client settings at run time.",
+        "Airflow connection (type mirrorflow_kafka or kafka) whose extra JSON of librdkafka properties overrides this cluster's client settings at run time.",
         scope="cluster",
     ),
 )
