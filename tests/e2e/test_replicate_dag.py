@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from mirrorflow.demo import SEED_TOPICS, seed
 from mirrorflow.replicate.runs import iter_run_records
 
-from ..integration.kafkatools import create_topics, produce, read_all
+from ..integration.kafkatools import create_topics, produce, produce_keyed, read_all
 from ..integration.mirror_setup import mm2_text
 from .spark_standalone import start_standalone
 
@@ -197,3 +197,58 @@ def test_a_migrate_form_filled_in_wrongly_fails_the_plan_at_once_naming_the_fiel
     assert "Source cluster and Target cluster are both 'backup': choose two different clusters" in result.log
     assert "Topics: 'orders(' is not a valid regular expression" in result.log
     assert "TypeError" not in result.log
+
+
+SPARK_INFO_LINE = re.compile(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d INFO ")
+PROGRESS_LINE = re.compile(
+    r"progress A->B: (?!total )(\w+) ([\d,]+)/([\d,]+) offsets \([\d.]+%\), (\d+)/(\d+) partitions done"
+)
+
+
+def _task_log(log: str, task_id: str) -> str:
+    start = log.index(f"starting task_id={task_id} ")
+    return log[start : log.index(f"end task task_id={task_id} ", start)]
+
+
+def test_the_copy_logs_progress_per_topic_and_the_report_a_table_without_spark_noise(
+    airflow_home, kafka_clusters, tmp_path
+) -> None:
+    """Issue 10, defect 7: the copy task's log was ~96 lines of Spark INFO with no progress while
+    it ran, and the report task showed its counts only in XCom. Ranges of 1,000 offsets commit
+    progress often enough for a 1 s interval to see it move."""
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 4), ("payments", 2))
+    produce_keyed(a.bootstrap, "orders", 120_000, 4, b"o" * 100)
+    produce_keyed(a.bootstrap, "payments", 30_000, 2, b"p" * 100)
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_text([a, b], ["A->B"], "mirrorflow.range.max.records = 1000\n"))
+    env = {"MIRRORFLOW_CONFIG": str(config), "MIRRORFLOW_COPY_PROGRESS_INTERVAL_S": "1"}
+
+    result = airflow_home.dags_test("mirrorflow__A__B__replicate", env=env)
+
+    assert result.succeeded, result.log[-4000:]
+    copy = _task_log(result.log, "copy")
+    seen: dict[str, list[int]] = {}
+    for topic, done, planned, _, partitions in PROGRESS_LINE.findall(copy):
+        assert (planned, partitions) == {"orders": ("120,000", "4"), "payments": ("30,000", "2")}[topic]
+        seen.setdefault(topic, []).append(int(done.replace(",", "")))
+    orders = seen["orders"]
+    assert orders == sorted(orders), orders
+    assert any(0 < done < 120_000 for done in orders), orders
+    assert re.search(r"progress A->B: total [\d,]+/150,000 offsets .*, \d/2 topics done", copy)
+    assert not SPARK_INFO_LINE.search(result.log), SPARK_INFO_LINE.search(result.log)
+    assert "Using Spark's default log4j profile" not in result.log
+    assert re.search(
+        r"run manual__\S+ of A->B: 150,000 records, [\d,]+ bytes, [\d,]+ transactions, 0 failed partitions",
+        copy,
+    )
+
+    report = _task_log(result.log, "report")
+    orders_row = re.search(
+        r"│ orders +│ A\.orders +│ +4 │ +120,000 │ +120,000 │ +[\d,]+ │ +0 │ +0 │ +0 │", report
+    )
+    assert orders_row, report[-3000:]
+    assert re.search(r"│ payments +│ A\.payments +│ +2 │ +30,000 │ +30,000 │", report)
+    assert "total: 2 topic(s), 6 partition(s) copied, 150,000 offset(s) planned, 150,000 record(s)" in report
+    returned = next(line for line in report.splitlines() if "Returned value was" in line)
+    assert "'totals': {'records': 150000" in returned and "'lag_left': {" not in returned, returned

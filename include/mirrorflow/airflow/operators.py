@@ -22,14 +22,49 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION
-from mirrorflow.config import load_config
+from mirrorflow.config import ConfigError, load_config
 from mirrorflow.config.airflow_connections import fetch_connection_extra
+from mirrorflow.config.properties import parse_properties
 from mirrorflow.config.secrets import is_secret_key
 from mirrorflow.spark.copy_job import CONNECTION_EXTRAS_ENV
 
 # A speculative duplicate of a copy task would only fence its twin, but costs a second copy;
 # one of a verify task, a second read of both clusters.
 SPARK_CONF = {"spark.speculation": "false"}
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# Spark logs at INFO by default: ~80 lines of SparkContext, BlockManager and DAGScheduler per run
+# in the task log, around the job's own lines. This file keeps WARN and ERROR (and spark-submit's
+# submission lines, which SparkSubmitHook reads in cluster modes).
+DRIVER_LOG4J2 = Path(__file__).resolve().parents[1] / "spark" / "log4j2.properties"
+
+
+def spark_defaults_value(key: str, environ: dict[str, str] | None = None) -> str | None:
+    """`key` as spark-submit would read it from spark-defaults.conf ($SPARK_CONF_DIR, else
+    $SPARK_HOME/conf), or None."""
+    env = os.environ if environ is None else environ
+    conf_dir = env.get("SPARK_CONF_DIR") or (env.get("SPARK_HOME") and str(Path(env["SPARK_HOME"]) / "conf"))
+    path = Path(conf_dir) / "spark-defaults.conf" if conf_dir else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        return parse_properties(path.read_text(errors="replace"), str(path)).values.get(key)
+    except ConfigError:
+        return None  # spark-submit itself will say what is wrong with it
+
+
+def driver_logging_conf(conf: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """`conf` with the driver logging at WARN through DRIVER_LOG4J2, added to the driver's Java
+    options (the conf's, else spark-defaults.conf's, which a --conf would otherwise replace);
+    unchanged when they name a log4j2 configuration of their own. Only for a driver on this
+    machine (client or local mode): a remote driver has no such file."""
+    given = conf.get(DRIVER_JAVA_OPTIONS)
+    if given is None:
+        given = spark_defaults_value(DRIVER_JAVA_OPTIONS, environ)
+    options = str(given or "").strip()
+    if "-Dlog4j2.configurationFile=" in options:
+        return conf
+    ours = f"-Dlog4j2.configurationFile={DRIVER_LOG4J2.as_uri()}"
+    return {**conf, DRIVER_JAVA_OPTIONS: f"{options} {ours}".strip()}
 
 
 class CredentialsWouldLeak(RuntimeError):
@@ -98,9 +133,8 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
 
     def _get_hook(self) -> SparkSubmitHook:
         hook = super()._get_hook()
-        if CONNECTION_EXTRAS_ENV in self._runtime_env and (
-            hook._is_yarn or hook._is_kubernetes or hook._connection["deploy_mode"] == "cluster"
-        ):
+        remote_driver = hook._is_yarn or hook._is_kubernetes or hook._connection["deploy_mode"] == "cluster"
+        if CONNECTION_EXTRAS_ENV in self._runtime_env and remote_driver:
             raise CredentialsWouldLeak(
                 f"spark connection {self._conn_id!r} runs the driver remotely ({hook._connection['master']}, "
                 f"deploy mode {hook._connection['deploy_mode']}), where credentials from Airflow connections "
@@ -108,6 +142,8 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
                 "credentials with config providers (${env:...}, ${file:...}) resolvable on the cluster."
             )
         hook._env_vars = {**(hook._env_vars or {}), **self._runtime_env}
+        if not remote_driver:
+            hook._conf = driver_logging_conf(hook._conf or {})
         return hook
 
 

@@ -8,6 +8,7 @@ to report on then, ends upstream_failed instead of failing on the missing plan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -17,6 +18,8 @@ from airflow.sdk import DAG, get_current_context, task
 
 from mirrorflow.airflow.operators import MirrorflowCopyOperator
 from mirrorflow.config import FlowConfig, MirrorConfig
+
+log = logging.getLogger(__name__)
 
 START = datetime(2024, 1, 1)
 TAGS = ["mirrorflow"]
@@ -63,6 +66,56 @@ def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[st
         return plan_run(config_path, source, target, run_id=_run_id(), **options)
 
 
+def report_and_log(path: str, flow: FlowConfig, planned: dict[str, Any], *, run_id: str) -> dict[str, Any]:
+    """report_run, then the run's per-topic table in the task's log (also when the run failed,
+    from the summary it stored); XCom gets the compact report.xcom_summary."""
+    from mirrorflow.replicate.report import xcom_summary
+    from mirrorflow.replicate.runs import RunRecordMissing
+    from mirrorflow.replicate.service import RunFailed, report_run
+
+    try:
+        summary = report_run(
+            path,
+            flow.source,
+            flow.target,
+            run_id=run_id,
+            plan_offset=planned["plan_offset"],
+            topic_errors=planned["topic_errors"],
+            topic_errors_count=planned.get("topic_errors_count"),
+        )
+    except RunFailed as exc:
+        if not isinstance(exc.__cause__, RunRecordMissing):  # no report, so no summary either
+            log_run_table(flow, planned["plan_offset"], None)
+        raise
+    log_run_table(flow, planned["plan_offset"], summary)
+    return xcom_summary(summary)
+
+
+def log_run_table(flow: FlowConfig, plan_offset: int, summary: dict[str, Any] | None) -> None:
+    """The per-topic table of the run whose plan is at `plan_offset` (tables.run_table_lines:
+    the worst topics first, at most TABLE_ROWS, and a totals line); `summary` None reads the one
+    the report stored. A table that cannot be read is said in one line: the report's own
+    outcome stands."""
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.replicate import runs
+    from mirrorflow.replicate.plan import Plan
+    from mirrorflow.replicate.tables import run_table_lines
+
+    try:
+        clients = FlowClients.resolve(flow)
+        plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+        if summary is None:
+            summary = runs.wait_for_run_records(
+                clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset, timeout_s=10
+            )[-1]
+        lines = run_table_lines(plan, summary)
+    except Exception as exc:  # noqa: BLE001 - the table is a courtesy; the run's outcome is the report's
+        log.warning("the run's per-topic table could not be shown: %s", exc)
+        return
+    for line in lines:
+        log.info("%s", line)
+
+
 def replicate_dag(path: str, flow: FlowConfig) -> DAG:
     source, target = flow.source, flow.target
     with DAG(
@@ -96,17 +149,7 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
 
         @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0)
         def report(planned: dict[str, Any]) -> dict[str, Any]:
-            from mirrorflow.replicate.service import report_run
-
-            return report_run(
-                path,
-                source,
-                target,
-                run_id=_run_id(),
-                plan_offset=planned["plan_offset"],
-                topic_errors=planned["topic_errors"],
-                topic_errors_count=planned.get("topic_errors_count"),
-            )
+            return report_and_log(path, flow, planned, run_id=_run_id())
 
         planned = plan()
         planned >> copy >> report(planned)

@@ -279,3 +279,31 @@ class RunReport:
                 "in mirrorflow-runs.internal)"
             )
         return "\n".join(lines)
+
+
+# What the replicate DAG's report task returns to XCom: the run's identity and totals, once. The
+# per-topic rows are in the task's log (tables.run_table_lines) and, with the lists of failed,
+# lossy and retimed partitions, in the summary stored in the run-records topic, which is what
+# the status page and the metrics read.
+XCOM_FIELDS = (
+    "run_id",
+    "flow",
+    "mode",
+    "delivery",
+    "seconds",
+    "planned_ranges",
+    "planned_offsets",
+    "totals",
+    "topics_count",
+    "lost_partitions",
+    "retimed_partitions",
+    "restarted_count",
+    "topic_errors_count",
+    "lag_unknown",
+)
+
+
+def xcom_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary without its per-topic rows and partition lists, and without the figures it
+    holds twice (lag_left per topic beside the rows' own, lost_to_retention beside the totals')."""
+    return {name: summary[name] for name in XCOM_FIELDS if name in summary}

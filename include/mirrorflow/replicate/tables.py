@@ -91,3 +91,9 @@ def plain_lines(renderable: Any) -> list[str]:
     console = Console(file=out, width=LOG_WIDTH, color_system=None, force_terminal=False, soft_wrap=True)
     console.print(renderable)
     return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def run_table_lines(plan: Plan, summary: Mapping[str, Any]) -> list[str]:
+    """The run's table and its totals line, as plain lines for a task log."""
+    lines = plain_lines(summary_table(plan, summary)) if plan.spans else []
+    return [*lines, totals_line(plan, summary)]

@@ -20,6 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, copy_slice, store_report
 from mirrorflow.replicate.runs import read_run_record
+from mirrorflow.replicate.watch import ProgressWatcher, RunProgress, log_interval_s, progress_lines
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
 log = logging.getLogger("mirrorflow.spark.copy")
@@ -87,9 +89,48 @@ def run_slices(
         spark.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def configure_logging() -> None:
+    """The driver's own lines at INFO, py4j's (a line per gateway connection closed) at WARN:
+    spark-submit's output is the Airflow task's log."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@contextmanager
+def progress_logged(flow: FlowConfig, clients: FlowClients, plan: Plan, interval_s: float) -> Iterator[None]:
+    """Log the run's progress per topic every `interval_s` while the block runs (watch.progress_lines:
+    at most watch.LOG_TOPICS topics, the most behind first, and a total), as read from the
+    flow's progress topic on the target: the executors report nothing before their share is
+    done, and the copy writes that topic with every committed chunk anyway."""
+    if interval_s <= 0 or not plan.units():
+        yield
+        return
+    progress = RunProgress(plan)
+
+    def observed(stored: dict[tuple[str, int], int]) -> None:
+        progress.observed(stored)
+        for line in progress_lines(flow.name, progress):
+            log.info("%s", line)
+
+    watcher = ProgressWatcher(
+        clients.target_consumer,
+        flow.offset_storage_topic,
+        flow.source,
+        progress.keys,
+        observed,
+        interval_s=interval_s,
+    )
+    watcher.start()
+    try:
+        yield
+    finally:
+        watcher.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
     args = parse_args(argv)
+    interval_s = log_interval_s()
     flow, clients = flow_and_clients(args)
     flow_name, run_id, kind, body = read_run_record(clients.target_consumer, args.plan_offset)
     if (flow_name, kind) != (flow.name, "plan"):
@@ -101,17 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     started_ms = int(time.time() * 1000)
     slices = plan.slices()
     log.info("run %s of %s: %d partitions over %d tasks", run_id, flow.name, len(plan.units()), len(slices))
-    results = run_slices(f"mirrorflow {flow.name} {run_id}", slices, partial(copy_slice, job))
+    with progress_logged(flow, clients, plan, interval_s):
+        results = run_slices(f"mirrorflow {flow.name} {run_id}", slices, partial(copy_slice, job))
     report = store_report(clients, plan, results, started_ms)
     totals = report.totals()
     log.info(
-        "run %s of %s: %d records, %d bytes, %d transactions, %d failed partitions",
+        "run %s of %s: %s records, %s bytes, %s transactions, %s failed partitions",
         run_id,
         flow.name,
-        totals["records"],
-        totals["bytes"],
-        totals["transactions"],
-        totals["failed_partitions"],
+        f"{totals['records']:,}",
+        f"{totals['bytes']:,}",
+        f"{totals['transactions']:,}",
+        f"{totals['failed_partitions']:,}",
     )
     if not report.ok:
         log.error("%s", report.failure_message())

@@ -19,13 +19,13 @@ import time
 from functools import partial
 
 from mirrorflow.ops import verify
-from mirrorflow.spark.copy_job import flow_and_clients, parse_args, run_slices
+from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, parse_args, run_slices
 
 log = logging.getLogger("mirrorflow.spark.verify")
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     args = parse_args(argv, "mirrorflow_verify.py", "Compare the partitions of one verification plan.")
     flow, clients = flow_and_clients(args)
     try:
