@@ -56,6 +56,7 @@ def test_mirrorflow_keys_table() -> None:
         "mirrorflow.delivery",
         "mirrorflow.provenance.headers.enabled",
         "mirrorflow.cluster.unreachable.timeout.ms",
+        "mirrorflow.heartbeats.run.seconds",
         "<alias>.airflow.connection.id",
     ]
     for key in MIRRORFLOW_KEYS:
