@@ -1,17 +1,23 @@
 """The plugin mounts the status app in Airflow's own api-server app: login enforced on the page
 and JSON, metrics open (no token set), numbers read from the clusters by the refresh thread the
-first request starts."""
+first request starts, and Airflow's metadata DB read for the DAGs the page waits on: paused ones
+are named, with what to do."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
+from mirrorflow.airflow.local import AIRFLOW
 from mirrorflow.airflow.settings import PROJECT_ROOT
+from mirrorflow.airflow.status_page import paused_text, upstream_heartbeat_dags
+from mirrorflow.config import load_config
 
 PROBE = textwrap.dedent(
     """
+    import json
     import time
     from fastapi.testclient import TestClient
     from airflow.api_fastapi.app import create_app
@@ -29,6 +35,14 @@ PROBE = textwrap.dedent(
         time.sleep(0.2)
     print("metrics", metrics.status_code)
     print(metrics.text)
+    # Logged in as the UI's user would be (a JWT from the api-server's own auth manager).
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="ADMIN"))
+    headers = {"Authorization": "Bearer " + token}
+    print("HINTS " + json.dumps(client.get("/mirrorflow/status", headers=headers).json()["hints"]))
+    print("PAGE " + json.dumps(client.get("/mirrorflow/ui", headers=headers).text))
     """
 )
 
@@ -43,6 +57,14 @@ def test_plugin_serves_status_inside_the_api_server(airflow_home, kafka_clusters
         }
     )
     env.pop("MIRRORFLOW_METRICS_TOKEN", None)
+    # The DAGs as the dag-processor stores them: generated DAGs start paused; pause the ones the
+    # page waits on explicitly (an earlier test of this Airflow home may have run them).
+    config = load_config(str(PROJECT_ROOT / "include" / "config" / "demo.properties"), env=env)
+    replicate = "mirrorflow__primary__backup__replicate"
+    heartbeats = upstream_heartbeat_dags(config, "backup")
+    subprocess.run([AIRFLOW, "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
+    for dag in (replicate, *heartbeats):
+        subprocess.run([AIRFLOW, "dags", "pause", dag], env=env, check=True, capture_output=True, timeout=120)
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout
@@ -51,3 +73,15 @@ def test_plugin_serves_status_inside_the_api_server(airflow_home, kafka_clusters
     assert "metrics 200" in lines
     assert 'mirrorflow_cluster_up{cluster="primary"} 1.0' in lines
     assert 'mirrorflow_cluster_up{cluster="backup"} 1.0' in lines
+
+    hints = json.loads(next(line[6:] for line in lines.splitlines() if line.startswith("HINTS ")))
+    page = json.loads(next(line[5:] for line in lines.splitlines() if line.startswith("PAGE ")))
+    texts = [hint["text"] for hint in hints]
+    assert f"primary->backup: {paused_text('replication', replicate)}" in texts
+    # The clusters are new: no heartbeat reached backup, and the page says which DAG to unpause.
+    assert heartbeats, "a heartbeat DAG writes into primary, which primary->backup copies"
+    for dag in heartbeats:
+        assert f"upstreams of backup: {paused_text('heartbeat', dag)}" in texts
+        assert paused_text("heartbeat", dag) in page
+    assert "no upstream clusters" in page
+    assert '<span class="badge warn" title="unpause it in Airflow">paused</span>' in page

@@ -218,13 +218,13 @@ def test_links_to_dags_runs_and_task_logs() -> None:
 
 def test_dag_ids_match_the_dag_builders() -> None:
     pytest.importorskip("airflow.sdk")
-    from mirrorflow.airflow.maintenance import HEARTBEATS, dag_id
+    from mirrorflow.airflow.maintenance import HEARTBEATS_DAG_ID
     from mirrorflow.airflow.migrate import MIGRATE_DAG_ID
     from mirrorflow.airflow.replicate import replicate_dag_id
     from mirrorflow.airflow.verify import verify_dag_id
 
     assert status_page.replicate_dag_id("A", "B") == replicate_dag_id("A", "B")
-    assert status_page.heartbeats_dag_id("A", "B") == dag_id("A", "B", HEARTBEATS)
+    assert status_page.HEARTBEATS_DAG_ID == HEARTBEATS_DAG_ID
     assert status_page.verify_dag_id("A", "B") == verify_dag_id("A", "B")
     assert status_page.MIGRATE_DAG_ID == MIGRATE_DAG_ID
 
@@ -261,19 +261,19 @@ def test_history_is_bounded_in_points_and_topics() -> None:
 def test_paused_heartbeat_dags_are_named_where_upstreams_are_missing() -> None:
     cfg = config()
     facts = AirflowFacts(
-        dags=frozenset({"mirrorflow__B__A__heartbeats", "mirrorflow__A__B__replicate"}),
-        paused=frozenset({"mirrorflow__B__A__heartbeats", "mirrorflow__A__B__replicate"}),
+        dags=frozenset({"mirrorflow_heartbeats", "mirrorflow__A__B__replicate"}),
+        paused=frozenset({"mirrorflow_heartbeats", "mirrorflow__A__B__replicate"}),
     )
     current = status(flow())
     hints = paused_hints(current, cfg, facts)
     assert [h["text"] for h in hints] == [
         "A->B: the replication DAG mirrorflow__A__B__replicate is paused: unpause it in Airflow",
-        "upstreams of B: the heartbeat DAG mirrorflow__B__A__heartbeats is paused: unpause it in Airflow",
+        "upstreams of B: the heartbeat DAG mirrorflow_heartbeats is paused: unpause it in Airflow",
     ]
     page = render_content(view(current, facts=facts, hints=hints))
     row = re.search(r"<tr><td>B</td><td>(.*?)</td>", page).group(1)
     assert "no upstream clusters" in row
-    assert "the heartbeat DAG mirrorflow__B__A__heartbeats is paused: unpause it in Airflow" in row
+    assert "the heartbeat DAG mirrorflow_heartbeats is paused: unpause it in Airflow" in row
     assert paused_hints(current, cfg, AirflowFacts()) == []
 
 

@@ -42,15 +42,12 @@ from mirrorflow.control.status_snapshots import LagHistory, Point
 # lag now may name every topic of the flow (20,000 of them): the worst are shown, with a count.
 PAGE_ROWS = 50
 MIGRATE_DAG_ID = "mirrorflow_migrate"  # mirrorflow.airflow.migrate.MIGRATE_DAG_ID
+HEARTBEATS_DAG_ID = "mirrorflow_heartbeats"  # mirrorflow.airflow.maintenance: one for every pair
 
 
 def replicate_dag_id(source: str, target: str) -> str:
     """As mirrorflow.airflow.replicate names it (a unit test holds the two together)."""
     return f"mirrorflow__{source}__{target}__replicate"
-
-
-def heartbeats_dag_id(source: str, target: str) -> str:
-    return f"mirrorflow__{source}__{target}__heartbeats"
 
 
 def verify_dag_id(source: str, target: str) -> str:
@@ -122,8 +119,8 @@ def wanted_from_airflow(status: MirrorStatus, config: MirrorConfig | None) -> tu
             runs.update((dag, flow.last_run["run_id"]) for dag in summary_dags(flow))
         if flow.last_verification and flow.last_verification.get("run_id"):
             runs.update((dag, flow.last_verification["run_id"]) for dag in verification_dags(flow))
-    if config is not None:
-        dags.update(heartbeats_dag_id(f.source, f.target) for f in config.heartbeat_flows)
+    if config is not None and config.heartbeat_flows:
+        dags.add(HEARTBEATS_DAG_ID)
     return sorted(dags), sorted(runs)
 
 
@@ -135,10 +132,11 @@ def paused_text(kind: str, dag_id: str) -> str:
 
 
 def upstream_heartbeat_dags(config: MirrorConfig, cluster: str) -> list[str]:
-    """Heartbeat DAGs whose heartbeats make upstream clusters show on `cluster`: those writing into
-    a source of a flow into it (`A.heartbeats` on B is A's `heartbeats`, copied by A->B)."""
+    """The heartbeat DAG, if its heartbeats make upstream clusters show on `cluster`: when a pair
+    writes into a source of a flow into it (`A.heartbeats` on B is A's `heartbeats`, copied by
+    A->B)."""
     sources = {f.source for f in config.replication_flows if f.target == cluster}
-    return [heartbeats_dag_id(f.source, f.target) for f in config.heartbeat_flows if f.target in sources]
+    return [HEARTBEATS_DAG_ID] if any(f.target in sources for f in config.heartbeat_flows) else []
 
 
 def paused_hints(
