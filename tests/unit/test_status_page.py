@@ -293,3 +293,27 @@ def test_a_20000_partition_flow_shows_its_worst_topics_in_a_bounded_page() -> No
     assert "… and 19,950 more topic(s)" in page
     assert page.count('<svg class="spark"') <= PAGE_ROWS + 1
     assert len(page) < 150_000, len(page)
+
+
+def test_airflow_is_asked_once_per_interval_and_a_failure_costs_only_the_links() -> None:
+    from mirrorflow.airflow.status_app import FactsCache
+
+    asked: list[tuple[list[str], list[tuple[str, str]]]] = []
+
+    def reader(dags, runs) -> AirflowFacts:
+        asked.append((list(dags), list(runs)))
+        return AirflowFacts(dags=frozenset(dags), paused=frozenset(dags))
+
+    cache = FactsCache(reader, ttl_s=60)
+    current = status(flow())
+    first = cache.get(current, config())
+    assert cache.get(current, config()) is first and len(asked) == 1
+    dags, runs = asked[0]
+    assert dags == ["mirrorflow__A__B__replicate", "mirrorflow_heartbeats"]
+    assert runs == sorted([("mirrorflow__A__B__replicate", RUN), ("mirrorflow_migrate", RUN)])
+
+    def broken(dags, runs) -> AirflowFacts:
+        raise RuntimeError("database is locked")
+
+    assert FactsCache(broken, ttl_s=60).get(current, config()) == AirflowFacts()
+    assert FactsCache(None, ttl_s=60).get(current, config()) == AirflowFacts()

@@ -5,9 +5,12 @@ no shared store with the api-server, so everything shown is read from Kafka (hea
 and the run-records topic, see mirrorflow.control.mirror_client). A daemon thread reads it every
 `refresh_s` into a snapshot (mirrorflow.control.status_snapshots) and every request answers from
 that snapshot at once: a page view or a scrape never waits on a cluster, a dead one included.
-Per flow the page shows the last run, its worst topics and failed partitions, and the last
-verification (its verdict and counts); during an outage it keeps showing them as last read,
-greyed, under a banner per unreachable cluster that says since when and how old they are.
+The page (mirrorflow.airflow.status_page, rendered here from the snapshot) shows per flow its
+health, lag now with a sparkline of the last reads, the last run linked to its DAG run and task
+logs, its worst topics and failed partitions, and the last verification; during an outage it
+keeps showing them as last read, greyed, under a banner per unreachable cluster that says since
+when and how old they are. `ui?fragment=1` is the same content without the page around it, which
+the page's script reloads every refresh interval.
 
 /status and /ui need an Airflow login (the api-server's own check); /metrics is for scrapers,
 which cannot log in: set MIRRORFLOW_METRICS_TOKEN to require `Authorization: Bearer <token>`,

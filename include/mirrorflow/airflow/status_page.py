@@ -109,7 +109,9 @@ def verification_dags(flow: FlowStatus) -> list[str]:
     return [verify_dag_id(str(flow.source), str(flow.target)), MIGRATE_DAG_ID]
 
 
-def wanted_from_airflow(status: MirrorStatus, config: MirrorConfig | None) -> tuple[list[str], list]:
+def wanted_from_airflow(
+    status: MirrorStatus, config: MirrorConfig | None
+) -> tuple[list[str], list[tuple[str, str]]]:
     """The DAG ids and (DAG, run) pairs the page asks Airflow about."""
     dags: set[str] = set()
     runs: set[tuple[str, str]] = set()
