@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION
@@ -107,14 +106,39 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         self.config_path = config_path
         self.source = source
         self.target = target
-        self._runtime_env: dict[str, str] = {}
+        self.spark_conn_id = conn_id
+        self.deploy_mode = kwargs.get("deploy_mode")
 
     def execute(self, context: Any) -> None:
-        self._runtime_env = {"PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         extras = self._connection_extras()
-        if extras:
-            self._runtime_env[CONNECTION_EXTRAS_ENV] = json.dumps(extras)
-        super().execute(context)
+        env, conf = self.submit_settings(json.dumps(extras) if extras else None)
+        # Set for this submission only, and put back after it: the rendered values are what
+        # Airflow stores and shows, and they must never hold the credentials.
+        rendered_env, rendered_conf = self.env_vars, self.conf
+        self.env_vars, self.conf = env, conf
+        try:
+            super().execute(context)
+        finally:
+            self.env_vars, self.conf = rendered_env, rendered_conf
+
+    def submit_settings(self, connection_extras: str | None) -> tuple[dict[str, str], dict[str, Any]]:
+        """The environment and Spark conf spark-submit gets: the rendered ones, plus the Python
+        Spark's workers run, the Airflow-connection credentials (JSON, environment only) and, for a
+        driver on this machine, its WARN-level logging. Refuses a remote driver while credentials
+        exist (its environment would travel as Spark conf)."""
+        remote, where = driver_placement(self.spark_conn_id, self.deploy_mode)
+        if connection_extras is not None and remote:
+            raise CredentialsWouldLeak(
+                f"spark connection {self.spark_conn_id!r} runs the driver remotely ({where}), where "
+                "credentials from Airflow connections could only travel as Spark conf. Use client deploy "
+                "mode, or give the clusters their credentials with config providers (${env:...}, "
+                "${file:...}) resolvable on the cluster."
+            )
+        env = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+        if connection_extras is not None:
+            env[CONNECTION_EXTRAS_ENV] = connection_extras
+        conf = dict(self.conf or {})
+        return env, conf if remote else driver_logging_conf(conf)
 
     def _connection_extras(self) -> dict[str, dict[str, Any]]:
         from airflow.sdk.log import mask_secret
@@ -131,20 +155,22 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
                 extras[conn_id] = extra
         return extras
 
-    def _get_hook(self) -> SparkSubmitHook:
-        hook = super()._get_hook()
-        remote_driver = hook._is_yarn or hook._is_kubernetes or hook._connection["deploy_mode"] == "cluster"
-        if CONNECTION_EXTRAS_ENV in self._runtime_env and remote_driver:
-            raise CredentialsWouldLeak(
-                f"spark connection {self._conn_id!r} runs the driver remotely ({hook._connection['master']}, "
-                f"deploy mode {hook._connection['deploy_mode']}), where credentials from Airflow connections "
-                "could only travel as Spark conf. Use client deploy mode, or give the clusters their "
-                "credentials with config providers (${env:...}, ${file:...}) resolvable on the cluster."
-            )
-        hook._env_vars = {**(hook._env_vars or {}), **self._runtime_env}
-        if not remote_driver:
-            hook._conf = driver_logging_conf(hook._conf or {})
-        return hook
+
+def driver_placement(conn_id: str, deploy_mode: str | None) -> tuple[bool, str]:
+    """(whether spark-submit runs the driver away from this machine, where), read from the Spark
+    connection as SparkSubmitHook reads it: YARN or Kubernetes masters, or cluster deploy mode
+    (the operator's, else the connection's `deploy-mode` extra). A connection that cannot be read
+    is YARN to the hook, so remote here too."""
+    from airflow.sdk import BaseHook
+
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except Exception:  # noqa: BLE001 - the hook then defaults to YARN: treated as remote, never as local
+        return True, f"connection {conn_id!r} not found: SparkSubmitHook defaults to YARN"
+    master = f"{connection.conn_type or ''}://{connection.host or ''}".lower()
+    mode = deploy_mode or connection.extra_dejson.get("deploy-mode") or "client"
+    remote = "yarn" in master or "k8s" in master or mode == "cluster"
+    return remote, f"{connection.host or connection.conn_type}, deploy mode {mode}"
 
 
 class MirrorflowCopyOperator(MirrorflowSparkOperator):
