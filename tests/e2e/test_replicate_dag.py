@@ -239,7 +239,8 @@ def test_the_copy_logs_progress_per_topic_and_the_report_a_table_without_spark_n
     assert not SPARK_INFO_LINE.search(result.log), SPARK_INFO_LINE.search(result.log)
     assert "Using Spark's default log4j profile" not in result.log
     assert re.search(
-        r"run manual__\S+ of A->B: 150,000 records, [\d,]+ bytes, [\d,]+ transactions, 0 failed partitions",
+        r"copied A->B: 150,000 records, [\d,]+ bytes, [\d,]+ transactions, 6 partitions, 0 failed, "
+        r"0 lost to retention; [\d.]+s \(run manual__\S+\)",
         copy,
     )
 

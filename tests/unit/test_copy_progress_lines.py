@@ -21,6 +21,7 @@ from mirrorflow.replicate.watch import (
     log_interval_s,
     progress_lines,
 )
+from mirrorflow.spark.copy_job import summary_line
 
 TOPICS, PARTITIONS = 2_000, 10
 
@@ -198,3 +199,19 @@ def test_the_xcom_value_holds_each_count_once_and_stays_small() -> None:
     assert value["run_id"] == "r1" and value["planned_offsets"] == 20_000_000
     assert not {"topics", "lag_left", "lost_to_retention", "failed", "lost", "retimed"} & set(value)
     assert len(json.dumps(value)) < 1_000
+
+
+def test_the_copy_summary_line_puts_the_figures_before_the_run_id() -> None:
+    """A log viewer that does not wrap cuts a long line's end: the run id goes there, not the counts."""
+    plan = _plan(
+        PartitionSpan("orders", 0, "A.orders", 0, 1_500),
+        PartitionSpan("users", 0, "A.users", 0, 3),
+    )
+    report = _report(plan, failed={"users"})
+
+    line = summary_line(report)
+
+    assert line == (
+        "copied A->B: 1,500 records, 15,000 bytes, 0 transactions, 2 partitions, 1 failed, "
+        "0 lost to retention; 60.0s (run r1)"
+    )

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.report import RunReport
 from mirrorflow.replicate.runner import copy_job_for, copy_slice, store_report
 from mirrorflow.replicate.runs import read_run_record
 from mirrorflow.replicate.watch import ProgressWatcher, RunProgress, log_interval_s, progress_lines
@@ -127,6 +128,18 @@ def progress_logged(flow: FlowConfig, clients: FlowClients, plan: Plan, interval
         watcher.stop()
 
 
+def summary_line(report: RunReport) -> str:
+    """The copy's outcome in one line, the figures first and the long run id last: a log viewer
+    that does not wrap (Airflow's, by default) cuts the end of a long line, not its start."""
+    totals = report.totals()
+    return (
+        f"copied {report.flow}: {totals['records']:,} records, {totals['bytes']:,} bytes, "
+        f"{totals['transactions']:,} transactions, {totals['partitions']:,} partitions, "
+        f"{totals['failed_partitions']:,} failed, {totals['lost_to_retention']:,} lost to retention; "
+        f"{(report.finished_ms - report.started_ms) / 1000:.1f}s (run {report.run_id})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
@@ -145,16 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     with progress_logged(flow, clients, plan, interval_s):
         results = run_slices(f"mirrorflow {flow.name} {run_id}", slices, partial(copy_slice, job))
     report = store_report(clients, plan, results, started_ms)
-    totals = report.totals()
-    log.info(
-        "run %s of %s: %s records, %s bytes, %s transactions, %s failed partitions",
-        run_id,
-        flow.name,
-        f"{totals['records']:,}",
-        f"{totals['bytes']:,}",
-        f"{totals['transactions']:,}",
-        f"{totals['failed_partitions']:,}",
-    )
+    log.info("%s", summary_line(report))
     if not report.ok:
         log.error("%s", report.failure_message())
         return 1
