@@ -1,23 +1,44 @@
-"""Run mirrorflow's DAGs on one machine with `airflow dags test`, as the demo and the end-to-end
-tests do: a SQLite Airflow home migrated once, the real DAG file, the real spark-submit with Spark
-in local mode (`local[2,3]`: two cores, failed tasks retried), and the mirrorflow config and
-cluster addresses passed through the environment.
+"""Run mirrorflow's DAGs on one machine: a SQLite Airflow home migrated once, the real DAG file and
+plugin, the real spark-submit with Spark in local mode (`local[2,3]`: two cores, failed tasks
+retried), and the mirrorflow config and cluster addresses passed through the environment.
+
+`AirflowHome.dags_test` runs one DAG with `airflow dags test`, as the demo and the end-to-end tests
+do; `AirflowServer` runs the whole of Airflow (api-server, scheduler, dag-processor, triggerer) on
+loopback, as `scripts/airflow-local` (`make airflow`) and the browser test do.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import re
+import secrets
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from mirrorflow.airflow.settings import CONFIG_ENV
 from mirrorflow.airflow.settings import PROJECT_ROOT as ROOT
 
 BIN = Path(sys.executable).parent
 AIRFLOW = str(BIN / "airflow")
+LOOPBACK = "127.0.0.1"
+SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+HEALTH_PATH = "/api/v2/monitor/health"
+DEFAULT_USER = "admin"
+DEFAULT_HOME = ROOT / ".airflow"
+DEFAULT_PORT = 8080
+SPARK_LOCAL = json.dumps({"conn_type": "spark", "host": "local[2,3]"})
 
 
 @dataclass
@@ -46,12 +67,48 @@ class AirflowHome:
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2,3]"}),
+            "AIRFLOW_CONN_SPARK_DEFAULT": SPARK_LOCAL,
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
             "PYSPARK_PYTHON": sys.executable,
         }
         env.update(extra or {})
         return env
+
+    @property
+    def passwords_file(self) -> Path:
+        return self.home / "simple_auth_manager_passwords.json.generated"
+
+    def password(self, user: str = DEFAULT_USER) -> str:
+        """The user's password for Airflow's simple auth manager, made once and kept in the home's
+        passwords file (readable by its owner only), which the api-server reads as its own."""
+        stored = json.loads(self.passwords_file.read_text() or "{}") if self.passwords_file.exists() else {}
+        if user not in stored:
+            stored[user] = secrets.token_urlsafe(12)
+            self.passwords_file.touch(mode=0o600)
+            self.passwords_file.write_text(json.dumps(stored) + "\n")
+        return stored[user]
+
+    def server_env(
+        self, port: int, *, user: str = DEFAULT_USER, extra: dict[str, str] | None = None
+    ) -> dict[str, str]:
+        """env() for the long-running components: the api-server on loopback at `port`, tasks
+        sent to its execution API, LocalExecutor, and the simple auth manager with one admin."""
+        return self.env(
+            {
+                "AIRFLOW__API__HOST": LOOPBACK,
+                "AIRFLOW__API__PORT": str(port),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{LOOPBACK}:{port}/execution/",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                # LocalExecutor forks this many workers up front: 32 by default, 8 do for one machine.
+                "AIRFLOW__CORE__PARALLELISM": os.environ.get("AIRFLOW__CORE__PARALLELISM", "8"),
+                "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{user}:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
+                **(extra or {}),
+            }
+        )
 
     def migrate(self) -> None:
         """Create the SQLite metadata DB (`airflow db migrate`); `dags test` needs it."""
@@ -81,3 +138,290 @@ class AirflowHome:
         table = next(line for line in reversed(proc.stdout.splitlines()) if line.startswith(("[{", "[]")))
         rows = json.loads(table)
         return {row["task_id"]: row["state"] for row in rows}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server can listen on the port (as uvicorn does, SO_REUSEADDR: connections of an
+    earlier server left in TIME_WAIT do not count)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+        return True
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+class ComponentExited(RuntimeError):
+    """An Airflow component stopped on its own while the others ran."""
+
+
+class AirflowServer:
+    """Airflow's api-server, scheduler, dag-processor and triggerer for one AirflowHome, on
+    loopback, stopped together. Each component runs in a process group of its own, its output in
+    <home>/logs/<component>.log; stop() signals the groups and every process they started (task
+    runs put themselves in groups of their own), then kills what is left after a grace period."""
+
+    def __init__(
+        self,
+        home: AirflowHome,
+        port: int,
+        *,
+        user: str = DEFAULT_USER,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.home = home
+        self.port = port
+        self.user = user
+        self.extra_env = dict(env or {})
+        self.logs = home.home / "logs"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._known: dict[int, psutil.Process] = {}
+        self._token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def log_path(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    def start(self) -> None:
+        if not port_is_free(self.port):
+            raise RuntimeError(f"port {self.port} on {LOOPBACK} is in use: choose another with --port")
+        self.home.migrate()
+        self.home.password(self.user)
+        self.logs.mkdir(parents=True, exist_ok=True)
+        env = self.home.server_env(self.port, user=self.user, extra=self.extra_env)
+        for component in COMPONENTS:
+            with self.log_path(component).open("ab") as out:
+                self.processes[component] = subprocess.Popen(
+                    [AIRFLOW, component],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.home.home,
+                    start_new_session=True,
+                )
+
+    def exited(self) -> dict[str, int]:
+        return {name: proc.returncode for name, proc in self.processes.items() if proc.poll() is not None}
+
+    def log_tail(self, component: str, lines: int = 30) -> str:
+        path = self.log_path(component)
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def health(self) -> dict | None:
+        """The api-server's health document, None while it does not answer."""
+        try:
+            with urllib.request.urlopen(self.url + HEALTH_PATH, timeout=5) as response:
+                return json.load(response)
+        except (OSError, ValueError):
+            return None
+
+    def healthy(self) -> bool:
+        health = self.health()
+        return bool(health) and all(
+            part.get("status") == "healthy" for part in health.values() if isinstance(part, dict)
+        )
+
+    def api(self, path: str, *, method: str = "GET", body: dict | None = None) -> dict:
+        """One call of Airflow's REST API as the admin user (a token from /auth/token, kept)."""
+        if self._token is None:
+            login = {"username": self.user, "password": self.home.password(self.user)}
+            self._token = self._request("/auth/token", "POST", login, None)["access_token"]
+        return self._request(path, method, body, self._token)
+
+    def _request(self, path: str, method: str, body: dict | None, token: str | None) -> dict:
+        request = urllib.request.Request(
+            self.url + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                **({"Authorization": f"Bearer {token}"} if token else {}),
+            },
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    def wait_healthy(self, timeout: float = 180) -> None:
+        """Until the metadata DB, scheduler, dag-processor and triggerer all report healthy; fails at
+        once, with the log's end, when a component exits first."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._remember_descendants()
+            if gone := self.exited():
+                name, code = next(iter(gone.items()))
+                raise ComponentExited(
+                    f"airflow {name} exited with code {code} ({self.log_path(name)}):\n{self.log_tail(name)}"
+                )
+            if self.healthy():
+                return
+            time.sleep(1)
+        raise TimeoutError(f"Airflow at {self.url} was not healthy within {timeout:.0f}s: {self.health()}")
+
+    def _remember_descendants(self) -> None:
+        """Note every process the components started: a task run moves itself to a process group of
+        its own, so signalling our groups alone could leave it (and its spark-submit) behind."""
+        for proc in self.processes.values():
+            with contextlib.suppress(psutil.Error):
+                root = psutil.Process(proc.pid)
+                for child in [root, *root.children(recursive=True)]:
+                    self._known.setdefault(child.pid, child)
+
+    def pids(self) -> set[int]:
+        """Every process of this server still running (components and what they started)."""
+        self._remember_descendants()
+        return {pid for pid, proc in self._known.items() if _alive(proc)}
+
+    def _signal_groups(self, signum: int) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:  # the group's leader lives, so the group id is still ours
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signum)
+
+    def stop(self, grace: float = 30) -> None:
+        """SIGTERM every component's group and every process they started; SIGKILL what is still
+        there after `grace` seconds."""
+        self._remember_descendants()
+        self._signal_groups(signal.SIGTERM)
+        for known in self._known.values():
+            with contextlib.suppress(psutil.Error):
+                known.terminate()
+        _, alive = psutil.wait_procs(list(self._known.values()), timeout=grace)
+        self._signal_groups(signal.SIGKILL)
+        for leftover in alive:
+            with contextlib.suppress(psutil.Error):
+                leftover.kill()
+        psutil.wait_procs(alive, timeout=10)
+        for proc in self.processes.values():
+            proc.wait(timeout=10)
+
+    def __enter__(self) -> AirflowServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(signum: int, _frame: object) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def _config_problem() -> str | None:
+    """Why the DAGs would not load from the environment's MIRRORFLOW_CONFIG, said before Airflow
+    starts instead of as an import error in the UI."""
+    from mirrorflow.config import load_config
+
+    raw = os.environ.get(CONFIG_ENV)
+    if not raw:
+        return (
+            f"{CONFIG_ENV} is not set: export it with the path of your MM2 properties file. For the "
+            f"demo's config: {CONFIG_ENV}=include/config/demo.properties with MIRRORFLOW_DEMO_PRIMARY "
+            "and MIRRORFLOW_DEMO_BACKUP set to the two clusters' bootstrap servers (host:port)."
+        )
+    if not Path(raw).is_file():
+        return f"{CONFIG_ENV}={raw} is not a file."
+    try:
+        load_config(raw)
+    except Exception as err:  # every config error, reported as the CLI reports it
+        return f"{CONFIG_ENV}={raw} does not load: {err}"
+    return None
+
+
+def _pick_port(asked: str | None) -> int:
+    if asked:
+        return int(asked)
+    return DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="airflow-local",
+        description="Run Airflow 3 on 127.0.0.1 for this project: mirrorflow's DAGs and its status "
+        "plugin, Spark in local mode, the simple auth manager with one admin user. Ctrl-C (or "
+        "SIGTERM) stops every component.",
+    )
+    parser.add_argument(
+        "--home",
+        default=os.environ.get("MIRRORFLOW_AIRFLOW_HOME", str(DEFAULT_HOME)),
+        help="AIRFLOW_HOME: metadata DB, logs, passwords file (env MIRRORFLOW_AIRFLOW_HOME; default .airflow/)",
+    )
+    parser.add_argument(
+        "--port",
+        default=os.environ.get("MIRRORFLOW_AIRFLOW_PORT"),
+        help=f"the api-server's port (env MIRRORFLOW_AIRFLOW_PORT; default {DEFAULT_PORT}, or a free one when taken)",
+    )
+    parser.add_argument(
+        "--user", default=DEFAULT_USER, help=f"the admin user's name (default {DEFAULT_USER})"
+    )
+    args = parser.parse_args(argv)
+
+    if problem := _config_problem():
+        print(f"airflow-local: {problem}", file=sys.stderr)
+        return 1
+    home = AirflowHome(Path(args.home).resolve())
+    port = _pick_port(args.port)
+    # The components run in the Airflow home: a relative config path is the caller's.
+    extra = {CONFIG_ENV: str(Path(os.environ[CONFIG_ENV]).resolve())}
+    # A spark_default the user exported (e.g. a bigger local[N,F] or a cluster) wins over local[2,3].
+    extra.update({k: os.environ[k] for k in ("AIRFLOW_CONN_SPARK_DEFAULT",) if k in os.environ})
+    server = AirflowServer(home, port, user=args.user, env=extra)
+    signal.signal(signal.SIGINT, _raise_stop)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    code = 0
+    try:
+        print(f"airflow-local: starting Airflow in {home.home} on {server.url} ...", flush=True)
+        server.start()
+        server.wait_healthy()
+        print(
+            f"airflow-local: Airflow is ready at {server.url}\n"
+            f"  log in as {args.user}; the password is in {home.passwords_file}\n"
+            f"  status page: Browse -> Replication status ({server.url}/mirrorflow/ui)\n"
+            f"  component logs: {server.logs}/<component>.log\n"
+            "  Ctrl-C stops it.",
+            flush=True,
+        )
+        while not (gone := server.exited()):
+            server.pids()
+            time.sleep(1)
+        name, rc = next(iter(gone.items()))
+        print(
+            f"airflow-local: airflow {name} exited with code {rc}:\n{server.log_tail(name)}", file=sys.stderr
+        )
+        code = 1
+    except _Stop:
+        print("airflow-local: stopping ...", flush=True)
+    except (ComponentExited, TimeoutError, RuntimeError) as err:
+        print(f"airflow-local: {err}", file=sys.stderr)
+        code = 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        server.stop()
+        print("airflow-local: stopped", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""`scripts/airflow-local` run exactly as the README's "Locally with Airflow" says: from the
+repository, MIRRORFLOW_CONFIG relative to it, the demo config's cluster addresses, a chosen port
+and Airflow home. Airflow must come up healthy with mirrorflow's DAGs and the status plugin's
+menu item and routes, and Ctrl-C must stop every process it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+
+from mirrorflow.airflow.local import AirflowHome, AirflowServer, free_port, port_is_free
+from mirrorflow.airflow.settings import PROJECT_ROOT
+
+SCRIPT = PROJECT_ROOT / "scripts" / "airflow-local"
+DAGS = {"mirrorflow_migrate", "mirrorflow_failover", "mirrorflow__primary__backup__replicate"}
+
+
+def _documented_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "MIRRORFLOW_"))}
+    return {**env, **extra}
+
+
+def test_without_a_config_it_names_the_variable_to_set(tmp_path) -> None:
+    proc = subprocess.run(
+        [str(SCRIPT)],
+        cwd=PROJECT_ROOT,
+        env=_documented_env(MIRRORFLOW_AIRFLOW_HOME=str(tmp_path / "home")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "MIRRORFLOW_CONFIG is not set" in proc.stderr
+    assert "include/config/demo.properties" in proc.stderr and "MIRRORFLOW_DEMO_PRIMARY" in proc.stderr
+    assert not (tmp_path / "home").exists()  # nothing started, nothing written
+
+
+def _wait(what: str, timeout: float, probe) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := probe():
+            return value
+        time.sleep(1)
+    raise AssertionError(f"{what} within {timeout:.0f}s")
+
+
+def _dag_ids(server: AirflowServer) -> set[str]:
+    return {d["dag_id"] for d in server.api("/api/v2/dags?limit=100")["dags"]}
+
+
+def test_the_script_runs_airflow_with_the_dags_and_the_status_menu(kafka_clusters, tmp_path) -> None:
+    primary, backup = kafka_clusters(2)
+    port = free_port()
+    home = tmp_path / "airflow"
+    env = _documented_env(
+        MIRRORFLOW_CONFIG="include/config/demo.properties",
+        MIRRORFLOW_DEMO_PRIMARY=primary.bootstrap,
+        MIRRORFLOW_DEMO_BACKUP=backup.bootstrap,
+        MIRRORFLOW_AIRFLOW_HOME=str(home),
+        MIRRORFLOW_AIRFLOW_PORT=str(port),
+    )
+    out = tmp_path / "airflow-local.out"
+    with out.open("wb") as sink:
+        launcher = subprocess.Popen(
+            [str(SCRIPT)], cwd=PROJECT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    # The same server seen from outside: its home (password file) and port; only the API is used.
+    server = AirflowServer(AirflowHome(home), port)
+    seen: set[psutil.Process] = set()
+
+    def remember() -> None:
+        try:
+            root = psutil.Process(launcher.pid)
+            seen.update([root, *root.children(recursive=True)])
+        except psutil.NoSuchProcess:
+            pass
+
+    try:
+        _wait(
+            "the api-server answered healthy",
+            180,
+            lambda: remember() or launcher.poll() is not None or server.healthy(),
+        )
+        assert launcher.poll() is None, out.read_text()[-3000:]
+        _wait("the launcher said it is ready", 30, lambda: "Airflow is ready at" in out.read_text())
+        text = out.read_text()
+        assert f"http://127.0.0.1:{port}" in text and str(server.home.passwords_file) in text
+        assert server.home.password() not in text  # the password stays in its file
+
+        listed = _wait(
+            "mirrorflow's DAGs were listed", 180, lambda: _dag_ids(server) >= DAGS and _dag_ids(server)
+        )
+        assert not server.api("/api/v2/importErrors")["import_errors"]
+        assert "example_bash_operator" not in listed  # load_examples is off
+
+        (plugin,) = [p for p in server.api("/api/v2/plugins")["plugins"] if p["name"] == "mirrorflow"]
+        assert plugin["fastapi_apps"][0]["url_prefix"] == "/mirrorflow"
+        (menu,) = plugin["external_views"]
+        assert (menu["name"], menu["category"], menu["href"]) == (
+            "Replication status",
+            "browse",
+            "mirrorflow/ui",
+        )
+        # The page behind the menu item is mounted and asks for a login.
+        try:
+            urllib.request.urlopen(server.url + "/mirrorflow/status", timeout=10)
+            raise AssertionError("/mirrorflow/status answered without a login")
+        except urllib.error.HTTPError as err:
+            assert err.code == 401
+        status = _wait(
+            "the status page read both clusters",
+            60,
+            lambda: (
+                (s := server.api("/mirrorflow/status"))
+                and {c["alias"] for c in s["clusters"] if c.get("error") is None} == {"primary", "backup"}
+                and s
+            ),
+        )
+        assert [f["flow"] for f in status["flows"]] == ["primary->backup"]
+
+        # What the scheduler, and so every task it starts, runs with.
+        remember()
+        components = psutil.Process(launcher.pid).children()
+        (scheduler,) = [p for p in components if p.cmdline()[-1:] == ["scheduler"]]
+        task_env = scheduler.environ()
+        assert json.loads(task_env["AIRFLOW_CONN_SPARK_DEFAULT"]) == {
+            "conn_type": "spark",
+            "host": "local[2,3]",
+        }
+        assert task_env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "False"
+        assert task_env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(PROJECT_ROOT / "plugins")
+        assert task_env["AIRFLOW__CORE__DAGS_FOLDER"] == str(PROJECT_ROOT / "dags")
+        assert task_env["MIRRORFLOW_CONFIG"] == str(PROJECT_ROOT / "include" / "config" / "demo.properties")
+        venv_bin = str(PROJECT_ROOT / ".venv" / "bin")
+        assert task_env["PATH"].split(os.pathsep)[0] == venv_bin
+        assert task_env["PYSPARK_PYTHON"].startswith(venv_bin)
+    finally:
+        remember()
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            code = launcher.wait(timeout=90)
+        finally:
+            left = [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            for proc in left:
+                proc.kill()
+    assert code == 0, out.read_text()[-3000:]
+    assert "airflow-local: stopped" in out.read_text()
+    assert len(seen) >= 5  # the launcher, the four components and what they started
+    assert not left, [p.cmdline() for p in left]
+    assert port_is_free(port)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
