@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,9 @@ CLUSTER_NAME = "kafka-cluster"  # the one name a CLUSTER resource has
 TIMEOUT_S = 15.0
 TXN_PROBE = "acl-check"  # suffix of the transactional id that tests the copy's prefix
 # librdkafka does not mark these retriable on a group describe, though they only mean "ask again".
+# A new cluster creates __consumer_offsets on its first group request; loading its coordinators
+# can take half a minute on a busy machine.
+COORDINATOR_WAIT_S = 60.0
 COORDINATOR_NOT_READY = (
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
@@ -413,6 +417,14 @@ def _allowed(operation: AclOperation, authorized: Iterable[AclOperation] | None)
     return bool({operation, AclOperation.ALL} & have) or bool(IMPLIES.get(operation, set()) & have)
 
 
+def _no_coordinator(group: str, cause: BaseException) -> KafkaCallError:
+    return KafkaCallError(
+        f"checking the ACLs of group {group!r}: its group coordinator gave no answer within "
+        f"{COORDINATOR_WAIT_S:.0f} s ({cause or 'timed out'}); a new cluster creates __consumer_offsets on its "
+        "first group request and loads it before it answers: check the brokers' logs and run again"
+    )
+
+
 class _Probe:
     """Answers "may this principal do X" for one cluster without changing anything: the
     authorized operations Kafka returns for the cluster, topics and groups it may describe
@@ -475,23 +487,32 @@ class _Probe:
         """Authorized operations per group. A cluster's first group request makes it create
         __consumer_offsets, and until its coordinators are loaded the answer is a retriable
         NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS: asked again until `timeout_s`."""
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + max(self.timeout_s, COORDINATOR_WAIT_S)
         pending = list(groups)
         while pending:
+            attempt = max(1.0, min(self.timeout_s, deadline - time.monotonic()))
             futures = self.admin.describe_consumer_groups(
-                pending, include_authorized_operations=True, request_timeout=self.timeout_s
+                pending, include_authorized_operations=True, request_timeout=attempt
             )
             pending = []
             for name, future in futures.items():
                 try:
-                    self.groups[name] = set(future.result(self.timeout_s).authorized_operations or ())
+                    self.groups[name] = set(future.result(attempt + 1).authorized_operations or ())
                 except KafkaException as exc:
                     if _code(exc) == KafkaError.GROUP_AUTHORIZATION_FAILED:
                         self.groups[name] = None
-                    elif _code(exc) in COORDINATOR_NOT_READY and time.monotonic() < deadline:
+                    elif _code(exc) in COORDINATOR_NOT_READY + (KafkaError._TIMED_OUT,) and (
+                        time.monotonic() < deadline
+                    ):
                         pending.append(name)
+                    elif _code(exc) in COORDINATOR_NOT_READY + (KafkaError._TIMED_OUT,):
+                        raise _no_coordinator(name, exc) from exc
                     else:
                         raise
+                except FutureTimeout as exc:
+                    if time.monotonic() >= deadline:
+                        raise _no_coordinator(name, exc) from exc
+                    pending.append(name)
             if pending:
                 time.sleep(0.2)
 
