@@ -9,7 +9,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from mirrorflow.commands.console import make_console
+from mirrorflow.commands.console import fail_json, make_console, output_option, print_json
 from mirrorflow.config import ConfigError
 from mirrorflow.kafka import KafkaCallError
 from mirrorflow.ops.divergent_tail import CHOICES
@@ -93,6 +93,10 @@ def divergent_table(result: FailoverResult) -> Table:
     metavar="SECONDS",
     help="How long --from may take to answer before it counts as down.",
 )
+@output_option(
+    "json: one JSON object on stdout (keys: command, ok, error, dry_run, source, target, mode, moved, refused, "
+    "warnings, rows, divergent, ...; see the README)."
+)
 def failover_command(
     config_file: Path,
     source: str,
@@ -102,6 +106,7 @@ def failover_command(
     from_checkpoints: bool,
     divergent_tail: str | None,
     source_timeout: float,
+    output: str,
 ) -> None:
     """Move consumer groups to another cluster at exactly the records they had not read.
 
@@ -123,9 +128,22 @@ def failover_command(
             divergent=divergent_tail,
         )
     except ConfigError as exc:
-        raise click.ClickException(f"{exc}\nRun `mirrorflow validate {config_file}` for the fixes.") from exc
+        message = f"{exc}\nRun `mirrorflow validate {config_file}` for the fixes."
+        if output == "json":
+            fail_json("failover", message)
+        raise click.ClickException(message) from exc
     except (FailoverError, KafkaCallError) as exc:
+        if output == "json":
+            fail_json("failover", str(exc))
         raise click.ClickException(str(exc)) from exc
+    moved = sorted({r.group for r in result.rows if r.action in ("committed", "would commit")})
+    if output == "json":
+        body = result.to_dict()
+        refused = f"{len(result.refused)} group(s) refused" if result.refused else None
+        print_json(
+            {"command": "failover", "ok": not result.refused, "error": refused, "moved": moved, **body}
+        )
+        sys.exit(1 if result.refused else 0)
     console.print(failover_table(result))
     if result.divergent:
         console.print(divergent_table(result))
@@ -134,7 +152,6 @@ def failover_command(
     for reason in result.refused.values():
         console.print(f"[red]refused[/red]: {escape(reason)}", highlight=False)
     done = "would move" if dry_run else "moved"
-    moved = sorted({r.group for r in result.rows if r.action in ("committed", "would commit")})
     console.print(f"{done} {len(moved)} group(s), refused {len(result.refused)}")
     sys.exit(1 if result.refused else 0)
 

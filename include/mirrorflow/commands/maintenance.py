@@ -7,7 +7,6 @@ would report per cluster plus each flow's last run and last verification.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mirrorflow.commands.console import make_console
+from mirrorflow.commands.console import make_console, output_option, print_json
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
 from mirrorflow.control.mirror_client import mirror_status
@@ -197,8 +196,9 @@ def _acls_table(result: dict[str, Any]) -> Table:
 @click.command(name="status")
 @CONFIG
 @click.option("--cluster", "clusters", multiple=True, metavar="ALIAS", help="Only this cluster (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON instead of tables.")
-def status_command(config_file: Path, clusters: tuple[str, ...], as_json: bool) -> None:
+@output_option("json: the status as one JSON object on stdout (keys: clusters, flows; see the README).")
+@click.option("--json", "as_json", is_flag=True, help="Same as --output json.")
+def status_command(config_file: Path, clusters: tuple[str, ...], output: str, as_json: bool) -> None:
     """Replication paths per cluster, read from heartbeat topics as MM2's MirrorClient reads them,
     the age of the newest heartbeat from each upstream cluster, each flow's last run and last
     verification, and each flow's lag now (from the source offsets MM2 and mirrorflow both store)."""
@@ -209,8 +209,8 @@ def status_command(config_file: Path, clusters: tuple[str, ...], as_json: bool) 
             f"{', '.join(unknown)} not in clusters ({', '.join(config.clusters)})", param_hint="--cluster"
         )
     status = mirror_status(config, clusters=clusters or None).to_dict()
-    if as_json:
-        click.echo(json.dumps(status, indent=2, sort_keys=True))
+    if as_json or output == "json":
+        print_json(status)
         return
     console = _console()
     for table in (

@@ -26,7 +26,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.commands.console import make_console
+from mirrorflow.commands.console import fail_json, make_console, output_option, print_json
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
 from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
@@ -434,32 +434,72 @@ def _execute(
     until: int | None = None,
     topics: str | None = None,
     delivery: str | None = None,
+    output: str = "table",
 ) -> None:
-    console = make_console()
+    as_json = output == "json"
     err = make_console(stderr=True)
+    # With --output json the plan and the progress go to stderr; stdout holds the one JSON object.
+    console = err if as_json else make_console()
     source, target = flow_pair
-    config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
-    clients = _resolve_clients(err, flow)
     try:
-        outcome = run_flow(
-            console,
-            config,
-            flow,
-            clients,
-            run_id=cli_run_id(),
-            mode=mode,
-            passes=passes,
-            until=until,
-            topics=topics,
-            delivery=delivery,
-            connect_timeout_s=connect_timeout,
-        )
-    except _PLAN_ERRORS as exc:
-        message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
-        raise click.ClickException(f"{flow.name} {mode} run failed: {message}") from exc
-    _print_outcome(console, err, outcome)
+        config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
+        clients = _resolve_clients(err, flow)
+        try:
+            outcome = run_flow(
+                console,
+                config,
+                flow,
+                clients,
+                run_id=cli_run_id(),
+                mode=mode,
+                passes=passes,
+                until=until,
+                topics=topics,
+                delivery=delivery,
+                connect_timeout_s=connect_timeout,
+            )
+        except _PLAN_ERRORS as exc:
+            message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
+            raise click.ClickException(f"{flow.name} {mode} run failed: {message}") from exc
+    except click.ClickException as exc:
+        if not as_json:
+            raise
+        fail_json(mode, exc.format_message())
+    if as_json:
+        print_json(run_json(mode, outcome))
+    else:
+        _print_outcome(console, err, outcome)
     if outcome.failure:
         raise SystemExit(1)
+
+
+def run_json(command: str, outcome: RunOutcome) -> dict[str, Any]:
+    """`replicate`/`migrate --output json`: the run's stored summary plus what the plan did."""
+    plan, planned = outcome.plan, outcome.planned
+    return {
+        "command": command,
+        "ok": outcome.failure is None,
+        "error": outcome.failure,
+        "flow": plan.flow,
+        "run_id": plan.run_id,
+        "mode": plan.mode,
+        "passes": outcome.passes,
+        "plan": {
+            "topics": len(plan.summary()),
+            "partitions": len(plan.units()),
+            "offsets": sum(s.pending for s in plan.spans),
+            "created_topics": list(planned["created_topics"]),
+            "grown_topics": planned["grown_topics"],
+            "topic_errors": planned["topic_errors"],
+        },
+        "summary": outcome.summary,
+    }
+
+
+_OUTPUT_OPTION = output_option(
+    "json: one JSON object on stdout when the run ends (keys: command, ok, error, flow, run_id, mode, "
+    "passes, plan, summary); the plan and the progress go to stderr."
+)
 
 
 _FLOW_OPTION = click.option(
@@ -494,13 +534,24 @@ _CONFIG_ARGUMENT = click.argument(
 @_FLOW_OPTION
 @_DELIVERY_OPTION
 @_TIMEOUT_OPTION
+@_OUTPUT_OPTION
 def replicate_command(
-    config_file: Path, flow_pair: tuple[str, str], delivery: str | None, connect_timeout: float | None
+    config_file: Path,
+    flow_pair: tuple[str, str],
+    delivery: str | None,
+    connect_timeout: float | None,
+    output: str,
 ) -> None:
     """One run of an enabled flow, as its replicate DAG would do it: plan, copy with local
     workers (at most tasks.max), store the report. Exits 1 if any partition failed."""
     _execute(
-        config_file, flow_pair, mode="replicate", passes=1, connect_timeout=connect_timeout, delivery=delivery
+        config_file,
+        flow_pair,
+        mode="replicate",
+        passes=1,
+        connect_timeout=connect_timeout,
+        delivery=delivery,
+        output=output,
     )
 
 
@@ -523,6 +574,7 @@ def replicate_command(
 )
 @_DELIVERY_OPTION
 @_TIMEOUT_OPTION
+@_OUTPUT_OPTION
 def migrate_command(
     config_file: Path,
     flow_pair: tuple[str, str],
@@ -530,6 +582,7 @@ def migrate_command(
     until: int | None,
     delivery: str | None,
     connect_timeout: float | None,
+    output: str,
 ) -> None:
     """Copy everything up to a point in time (any two clusters of the config): the end offsets are
     fixed when the run starts, unfinished partitions are retried, and the counts are shown per topic."""
@@ -542,6 +595,7 @@ def migrate_command(
         until=until,
         topics=topics,
         delivery=delivery,
+        output=output,
     )
 
 

@@ -858,10 +858,12 @@ class _PartitionCopy:
         span = self.span
         self.refusal.message = (
             f"{span.topic}-{span.partition} offset {offset}: the target refuses the record as too large "
-            f"({size:,} bytes of key, value and headers, {chunk.refused.str()}); raise max.message.bytes "
-            f"of {span.remote_topic} on the target cluster {self.job.target} above that (mirrorflow "
-            f"creates remote topics, and its topic config sync sets them, with the source topic's "
-            f"limit plus {RECORD_HEADROOM} bytes) and run again; the records before it have been copied"
+            f"({size:,} bytes; its broker refused it, not mirrorflow's producer): raise max.message.bytes "
+            f"of {span.remote_topic} on the target cluster {self.job.target} above that and run again; the "
+            f"records before it have been copied (a topic without its own limit takes the brokers' "
+            f"message.max.bytes; mirrorflow creates remote topics, and its topic config sync sets them, with "
+            f"the source topic's limit plus {RECORD_HEADROOM} bytes; its producer allows records up to "
+            f"{COPY_REQUEST_BYTES:,} bytes; broker: {chunk.refused.str()})"
         )
         return True
 
