@@ -177,6 +177,8 @@ def test_health_colours_of_flows_and_heartbeats() -> None:
     assert badges(render_content(view(status(stale_run))))[0] == ("warn", "late")
     verdict = flow(last_verification={"run_id": "v", "verdict": "failed"}, last_verification_ms=T0)
     assert badges(render_content(view(status(verdict))))[0] == ("bad", "failing")
+    never = flow(last_run=None, last_run_ms=None)
+    assert badges(render_content(view(status(never))))[0] == ("unknown", "no run yet")
     old_beat = render_content(view(status(flow(), upstreams=[upstream(4_000_000)])))
     assert ("bad", "failing") in badges(old_beat), "66 min against 301 s x 10"
     assert 'title="newest heartbeat: expected every 5 min; green under 15 min, amber under 50 min' in old_beat

@@ -271,6 +271,8 @@ def flow_health(view: PageView, flow: FlowStatus) -> Health:
         problems.append("last verification failed")
     if problems:
         return Health(BAD, "; ".join(problems))
+    if flow.last_run is None and not flow.stale:
+        return Health(UNKNOWN, "no mirrorflow run of this flow yet", label="no run yet")
     expected = (
         None if view.config is None else run_expected_s(view.config, str(flow.source), str(flow.target))
     )
@@ -388,7 +390,7 @@ def _flows_table(view: PageView, status: MirrorStatus) -> str:
         name = link(dag_url(dag), flow.flow, f"the DAG {dag}") + (" (last known)" if flow.stale else "")
         if dag in view.facts.paused:
             name += ' <span class="badge warn" title="unpause it in Airflow">paused</span>'
-        cells = [name, badge(health.level, LEVEL_WORD[health.level], health.why)]
+        cells = [name, badge(health.level, health.label or LEVEL_WORD[health.level], health.why)]
         if flow.lag is None:
             cells.append('<span class="muted">-</span>')
         else:

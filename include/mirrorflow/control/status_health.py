@@ -52,6 +52,7 @@ CRON_SAMPLES = 32  # fire times looked at for a cron's longest gap (weekday-only
 class Health:
     level: str  # OK, WARN, BAD or UNKNOWN
     why: str  # what the level was judged against, for the page's tooltip
+    label: str | None = None  # the badge's word where the level's own would mislead
 
 
 @dataclass(frozen=True)
