@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from mirrorflow.commands.console import make_console
@@ -80,6 +81,8 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
     errors = sum(p.is_error for p in problems)
     if output == "json":
         body = {
+            "command": "validate",
+            "ok": not errors,
             "config": str(config_file),
             "errors": errors,
             "warnings": len(problems) - errors,
@@ -110,8 +113,12 @@ def _problems_table(problems: list[Problem]) -> Table:
         table.add_column(column, overflow="fold")
     for problem in sorted(problems, key=lambda p: (not p.is_error, p.key)):
         color = "red" if problem.is_error else "yellow"
+        # A key or value read from the file may hold "[...]", which rich would take as markup.
         table.add_row(
-            problem.key, f"[{color}]{problem.severity.value}[/{color}]", problem.message, problem.fix
+            escape(problem.key),
+            f"[{color}]{problem.severity.value}[/{color}]",
+            escape(problem.message),
+            escape(problem.fix),
         )
     return table
 
