@@ -7,6 +7,7 @@ refuses names the record, the side that refused and the setting to raise."""
 from __future__ import annotations
 
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -130,3 +131,42 @@ def bad_error(result) -> str:
     message = json.loads(result.stdout)["error"]
     assert "name two different clusters" in message
     return message
+
+
+def test_a_record_above_the_producers_own_limit_names_the_producer_key(
+    kafka_clusters, unique, tmp_path
+) -> None:
+    """librdkafka refuses a record above its message.max.bytes in produce() with the broker's
+    error code ("Broker: Message size too large") though no broker saw it. A compressed batch
+    lets the source hold a record bigger than mirrorflow's producer allows (100 MiB)."""
+    a, b = kafka_clusters(2)
+    topic = unique("huge")
+    create_topics(a.bootstrap, (topic, 1, {"max.message.bytes": str(4 << 20)}))
+    huge = (100 << 20) + 4096
+    produce(
+        a.bootstrap,
+        topic,
+        [{"value": b"small"}, {"value": bytes(huge)}],
+        **{"message.max.bytes": 200 << 20, "compression.type": "zstd"},
+    )
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        mm2_text(
+            [a, b],
+            ["A->B"],
+            f"A->B.topics = {topic}\nB.producer.compression.type = zstd\n"
+            # librdkafka decompresses a batch up to receive.message.max.bytes (100,000,000 by default)
+            "A.consumer.receive.message.max.bytes = 250000000\n",
+        )
+    )
+
+    result = _run("migrate", config, "--flow", "A->B", "--output", "json")
+
+    assert result.exit_code == 1, result.output
+    [failed] = _json(result)["summary"]["failed"]
+    error = failed["error"]
+    assert f"{topic}-0 offset 1: mirrorflow's producer refuses the record as too large" in error, error
+    # the record's value plus the provenance header mirrorflow adds
+    assert re.search(r"\(104,86\d,\d{3} bytes, above its message\.max\.bytes of 104,857,600\)", error), error
+    assert "the target cluster never saw it" in error
+    assert "raise B.producer.message.max.bytes" in error

@@ -810,17 +810,22 @@ class _PartitionCopy:
                 else:
                     callback = None
                 try:
-                    produce(
-                        remote,
-                        value,
-                        key,
-                        partition,
-                        on_delivery=callback,
-                        timestamp=ts,
-                        headers=headers,
-                    )
-                except BufferError:
-                    self._produce_when_room(remote, value, key, partition, callback, ts, headers)
+                    try:
+                        produce(
+                            remote,
+                            value,
+                            key,
+                            partition,
+                            on_delivery=callback,
+                            timestamp=ts,
+                            headers=headers,
+                        )
+                    except BufferError:
+                        self._produce_when_room(remote, value, key, partition, callback, ts, headers)
+                except KafkaException as exc:
+                    if _too_large(exc):
+                        raise CopyError(self._over_producer_limit(offset, key, value, headers)) from exc
+                    raise
                 ups.append(offset)
                 chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
                 if (
@@ -840,6 +845,23 @@ class _PartitionCopy:
         chunk.skipped_loops = skipped
         chunk.retimed = retimed
         return chunk
+
+    def _over_producer_limit(self, offset: int, key: bytes | None, value: bytes | None, headers: Any) -> str:
+        """librdkafka refuses a record above its own message.max.bytes in produce(), with the
+        broker's error code (MSG_SIZE_TOO_LARGE, "Broker: Message size too large"), though no
+        broker saw it: say which side refused and the key that raises the limit."""
+        span, target = self.span, self.job.target
+        size = (len(key) if key else 0) + (len(value) if value else 0)
+        size += sum(len(name) + (len(v) if v else 0) for name, v in headers or ())
+        limit = max(int(self.job.target_producer.get("message.max.bytes", 0)), COPY_REQUEST_BYTES)
+        return (
+            f"{span.topic}-{span.partition} offset {offset}: mirrorflow's producer refuses the record as too "
+            f"large ({size:,} bytes, above its message.max.bytes of {limit:,}); the target cluster never saw "
+            f"it: raise {target}.producer.message.max.bytes (or {target}.producer.max.request.size, which "
+            f"mirrorflow maps to it) above the record's size, and the target brokers' "
+            f"socket.request.max.bytes and {span.remote_topic}'s max.message.bytes with it, then run again "
+            "(the partition's copy stops before this record)"
+        )
 
     def _refused(
         self, chunk: _Chunk, offset: int, key: bytes | None, value: bytes | None, headers: Any
