@@ -44,3 +44,34 @@ def test_a_pass_over_many_partitions_probes_them_in_one_read(shared_clusters, un
             c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
         )
         assert row.translation.downstream_offset == expected
+
+
+def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_clusters, unique) -> None:
+    """Every group's probe point is read ahead, not only the first group's: a group whose point
+    lies below the first one's used to cost a fetch round trip of its own per partition."""
+    a, b, _ = shared_clusters
+    topic, prefix = unique("spread"), unique("g")
+    high, low = f"{prefix}-a-high", f"{prefix}-b-low"  # the higher group comes first
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
+    create_topics(a.bootstrap, (topic, PARTITIONS))
+    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 30)
+    replicate_once(config, "A", "B", unique("run"))
+    commit_at(a.bootstrap, high, {(topic, p): 27 for p in range(PARTITIONS)})
+    commit_at(a.bootstrap, low, {(topic, p): 1 + p % 5 for p in range(PARTITIONS)})
+    flow = config.flow("A", "B")
+    clients = FlowClients.resolve(flow)
+    groups = relevant_group_offsets(flow, clients, wanted=lambda g: g in (high, low), any_topic=True)
+    assert list(groups.offsets)[0] == high
+
+    with Translator(flow, clients) as translator:
+        rows = translate_offsets(translator, groups.offsets)
+        probes = translator.probes
+
+    assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions and two groups"
+    assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
+    for row in rows:
+        copies = read_all(b.bootstrap, f"A.{topic}", row.partition)
+        expected = next(
+            c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
+        )
+        assert row.translation.downstream_offset == expected

@@ -39,6 +39,7 @@ PROBE_TIMEOUT_S = 60.0
 # (bounding what one batched read holds: at most WARM_PARTITIONS fetch buffers).
 WARM_SPAN = 64
 WARM_PARTITIONS = 1000
+WARM_GAP = 256  # points closer than this share one read-ahead (what lies between is read and kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,20 @@ class _Covered:
             self.starts.pop(j)
 
 
+def _warm_spans(offsets: list[int], end: int) -> list[tuple[int, int]]:
+    """Stretches to read ahead for probe points `offsets` (sorted) of a partition ending at `end`:
+    WARM_SPAN offsets from each point, merged where they lie at most WARM_GAP apart, so nearby
+    points share one read and far ones do not pull in everything between them."""
+    spans: list[tuple[int, int]] = []
+    for offset in offsets:
+        stop = min(end, offset + WARM_SPAN)
+        if spans and offset - spans[-1][1] <= WARM_GAP:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], stop))
+        else:
+            spans.append((offset, stop))
+    return spans
+
+
 @dataclass
 class _Warming:
     """One partition's read-ahead in Prober.warm: [start, stop), the last offset seen, and the
@@ -202,22 +217,34 @@ class Prober:
         One consumer assigned to up to WARM_PARTITIONS partitions fetches them together, a few
         requests per broker, where probing them one by one costs a round trip each (about
         100 ms): a checkpoint pass over 2,000 partitions spent most of its 200 s there."""
-        wanted: dict[tuple[str, int], _Warming] = {}
+        # Every probe point of a partition, not only the first: groups at different offsets of one
+        # partition each probe near their own offset-sync, and a point the read-ahead missed costs
+        # a round trip of its own later (a checkpoint pass at 2,000 partitions spent half its
+        # time on such reads).
+        points: dict[tuple[str, int], tuple[Origin, int, set[int]]] = {}
         for topic, partition, origin, offset, end in probes:
-            if (topic, partition) in wanted:
-                continue
             covered = self._covered.setdefault((topic, partition, origin), _Covered())
-            if covered.interval_at(offset) is not None:
+            if covered.interval_at(offset) is not None or offset >= end:
                 continue
-            stop = min(end, offset + WARM_SPAN)
-            following = covered.next_start(offset)
-            if following is not None:
-                stop = min(stop, following)
-            if offset < stop:
-                wanted[(topic, partition)] = _Warming(origin, offset, stop, last=offset - 1)
-        keys = sorted(wanted)
-        for first in range(0, len(keys), WARM_PARTITIONS):
-            self._warm_chunk({key: wanted[key] for key in keys[first : first + WARM_PARTITIONS]})
+            entry = points.setdefault((topic, partition), (origin, end, set()))
+            entry[2].add(offset)
+        rounds: list[dict[tuple[str, int], _Warming]] = []
+        for key, (origin, end, offsets) in points.items():
+            covered = self._covered[(key[0], key[1], origin)]
+            for index, (start, stop) in enumerate(_warm_spans(sorted(offsets), end)):
+                following = covered.next_start(start)
+                if following is not None:
+                    stop = min(stop, following)
+                if start < stop:
+                    while len(rounds) <= index:
+                        rounds.append({})
+                    rounds[index][key] = _Warming(origin, start, stop, last=start - 1)
+        # One consumer reads up to WARM_PARTITIONS partitions at a time; a partition whose points
+        # lie far apart is read in one more round per stretch.
+        for wanted in rounds:
+            keys = sorted(wanted)
+            for first in range(0, len(keys), WARM_PARTITIONS):
+                self._warm_chunk({key: wanted[key] for key in keys[first : first + WARM_PARTITIONS]})
 
     def _warm_chunk(self, wanted: dict[tuple[str, int], _Warming]) -> None:
         self.fetches += 1
