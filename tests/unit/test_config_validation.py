@@ -200,7 +200,7 @@ def test_valid_schedules() -> None:
         (
             "sync.topic.configs.strategy = incremental",
             "sync.topic.configs.strategy",
-            "did you mean sync.topic.configs.enabled?",
+            "config.properties.exclude",
         ),
         (
             "A->B.sync.group.offset.enabled = true",
