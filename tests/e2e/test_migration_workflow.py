@@ -81,6 +81,8 @@ def test_a_migration_is_copied_verified_approved_and_cut_over(
     # The approver saw the verdict and each partition's translated offset.
     assert "Verification: **verified**: 200 records equal, 0 wrong" in shown
     assert f"| {group} | primary.{topic} | 0 | 40 | 40 | exact |" in shown
+    # The report step logs the run's table per topic and its totals, as the replicate DAG's does.
+    assert "total: 1 topic(s), 2 partition(s) copied, 200 offset(s) planned, 200 record(s)" in outcome.log
     summary = _migration_summaries(backup)[-1]
     assert summary["records"] == 200 and summary["verdict"] == "verified" and summary["failed_steps"] == []
     moved = committed(backup.bootstrap, group, [(f"primary.{topic}", 0), (f"primary.{topic}", 1)])

@@ -260,18 +260,12 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0)
         def report(planned: dict[str, Any]) -> dict[str, Any]:
-            from mirrorflow.replicate.service import report_run
+            from mirrorflow.airflow.replicate import report_and_log
+            from mirrorflow.config import load_config
 
             params = _params()
-            return report_run(
-                path,
-                params["source"],
-                params["target"],
-                run_id=_run_id(),
-                plan_offset=planned["plan_offset"],
-                topic_errors=planned["topic_errors"],
-                topic_errors_count=planned.get("topic_errors_count"),
-            )
+            flow = load_config(path).flow(params["source"], params["target"])
+            return report_and_log(path, flow, planned, run_id=_run_id())
 
         @task(task_id="verify_plan", retries=1)
         def verify_plan(planned: dict[str, Any]) -> dict[str, Any]:
