@@ -211,8 +211,10 @@ def colour_mode(page: Any, mode: str) -> None:
     """Airflow's own switch: User -> Appearance -> Light Mode / Dark Mode."""
     page.get_by_role("button", name="User").click()
     page.get_by_role("menuitem", name="Appearance").click()
-    page.get_by_role("menuitemradio", name=f"{mode} Mode").click()
+    choice = page.get_by_role("menuitemradio", name=f"{mode} Mode")
+    choice.click()
     page.keyboard.press("Escape")
+    choice.wait_for(state="hidden")  # no fading menu over the screenshots
 
 
 def background(frame: Any) -> int:
