@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 
 from click.testing import CliRunner
 
@@ -111,6 +112,22 @@ def test_unreachable_cluster_is_reported_and_the_rest_still_shown(kafka_clusters
     assert status.cluster("B").error is None
     assert set(status.cluster("B").heartbeat_jobs) == {"A->B"}
     assert status.flow("A->B").last_run is None
+
+
+def test_a_host_that_does_not_resolve_is_said_at_once(kafka_clusters) -> None:
+    """`mirrorflow status` and the status page name DNS as the reason, without the whole wait."""
+    (a,) = kafka_clusters(1)
+    config = load_config(
+        f"clusters = A, E\nA.bootstrap.servers = {a.bootstrap}\nE.bootstrap.servers = no-such-host.invalid:9092\n"
+        "A->E.enabled = true\n"
+    )
+    started = time.monotonic()
+    status = mirror_status(config, timeout_s=10.0)
+    assert time.monotonic() - started < 8.0
+    error = status.cluster("E").error
+    assert error and "cannot resolve host" in error and "no-such-host.invalid" in error
+    assert status.cluster("A").error is None
+    assert status.flow("A->E").error  # nothing of a flow into it can be read, said once
 
 
 def test_status_rejects_an_unknown_cluster(tmp_path, kafka_clusters) -> None:

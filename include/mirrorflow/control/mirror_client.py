@@ -33,7 +33,15 @@ from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.config.secrets import REDACTED, is_secret_key
-from mirrorflow.kafka import LIBRDKAFKA_LOG, KafkaCallError, admin_client, list_offsets, reader, watermarks
+from mirrorflow.kafka import (
+    LIBRDKAFKA_LOG,
+    KafkaCallError,
+    admin_client,
+    list_offsets,
+    no_answer,
+    reader,
+    watermarks,
+)
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.ops.verify import SUMMARY_KIND as VERIFY_SUMMARY_KIND
 from mirrorflow.policy import should_replicate_topic
@@ -522,6 +530,18 @@ def mirror_status(
     down: dict[str, str] = {}  # clusters that do not answer at all: not asked again for their flows
     for alias in wanted:
         admin, consumer = cluster_client_configs(config, alias, connection_extra=connection_extra)
+        # Asked first with the probe that says why a cluster does not answer: a host that does not
+        # resolve or a protocol mismatch is told at once, in words, instead of after the whole
+        # wait as librdkafka's "Broker transport failure".
+        why_not = no_answer(admin, timeout_s)
+        if why_not is not None:
+            where = admin.get("bootstrap.servers", "?")
+            error = f"cluster {alias} at {where} (waited up to {timeout_s:g}s): {error_text(KafkaCallError(why_not), admin, consumer)}"
+            log.warning("status of %s: %s", alias, error)
+            policy = type(cluster_policy(config, alias)).__name__
+            cluster_rows.append(ClusterStatus(alias=alias, policy=policy, error=error))
+            down[alias] = error
+            continue
         try:
             client = MirrorClient(
                 admin, cluster_policy(config, alias), consumer_config=consumer, timeout_s=timeout_s
