@@ -227,6 +227,8 @@ def _banner(
     return {
         "kind": kind,
         "name": name,
+        "subject": subject,
+        "what": what,
         "since_ms": since,
         "as_of_ms": row.as_of_ms,
         "text": f"{subject} {what} since {when(since)} ({ago((now_ms - since) / 1000)}); {shown}",

@@ -301,7 +301,7 @@ def render_page(view: PageView, *, refresh_s: float, theme: str | None) -> str:
 def render_content(view: PageView) -> str:
     """The part the script reloads: everything but the title bar."""
     out = [_summary_line(view)]
-    out += [_banner_html(b) for b in view.banners]
+    out += [_banner_html(b, view.now_ms) for b in view.banners]
     out += [f'<div class="hint">{html.escape(h["text"])}</div>' for h in view.hints]
     status = view.status
     if status is None:
@@ -330,9 +330,23 @@ def _summary_line(view: PageView) -> str:
     return text + "</p>"
 
 
-def _banner_html(banner: dict[str, Any]) -> str:
+def _banner_html(banner: dict[str, Any], now_ms: int) -> str:
+    """The banner's words with its times shown as every other time of the page (local time and
+    age, UTC on hover); the JSON keeps the plain text."""
+    if "subject" in banner and "what" in banner:
+        shown = (
+            f"showing values as of {time_html(banner['as_of_ms'], now_ms)}"
+            if banner.get("as_of_ms") is not None
+            else "no values read since the status page started"
+        )
+        text = (
+            f"{html.escape(banner['subject'])} {html.escape(banner['what'])} since "
+            f"{time_html(banner['since_ms'], now_ms)}; {shown}"
+        )
+    else:
+        text = html.escape(banner["text"])
     return (
-        f'<div class="banner"><strong>{html.escape(banner["text"])}</strong>'
+        f'<div class="banner"><strong>{text}</strong>'
         f'<div class="detail">{html.escape(banner["error"] or "")}</div></div>'
     )
 
@@ -340,7 +354,11 @@ def _banner_html(banner: dict[str, Any]) -> str:
 def _table(title: str, headers: list[str], rows: list[str], empty: str) -> str:
     head = "".join(f"<th>{h}</th>" for h in headers)
     body = "".join(rows) or f'<tr><td colspan="{len(headers)}" class="muted">{empty}</td></tr>'
-    return f"<h2>{title}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # A wide table scrolls inside its own box instead of running off the page's right edge.
+    return (
+        f'<h2>{title}</h2><div class="table-box"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def _row(cells: Iterable[str], flow_or_cluster: FlowStatus | ClusterStatus | None = None) -> str:
@@ -740,6 +758,7 @@ a{color:var(--link);text-decoration:none}a:hover{text-decoration:underline}
 .bar .tools{margin-left:auto;display:flex;align-items:center;gap:.75rem;color:var(--fg-muted)}
 button{font:inherit;color:var(--fg);background:var(--bg);border:1px solid var(--border);border-radius:.375rem;
  padding:.25rem .75rem;cursor:pointer}button:hover{background:var(--bg-muted)}
+.table-box{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;width:100%;border:1px solid var(--border);border-radius:.375rem}
 th,td{padding:.5rem .75rem;text-align:start;border-bottom:1px solid var(--border);vertical-align:top}
 th{background:var(--bg-muted);font-weight:500;color:var(--fg);white-space:nowrap}
