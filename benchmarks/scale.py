@@ -124,6 +124,11 @@ def parse_args() -> argparse.Namespace:
         help="measure the replicate runs only, not the checkpoint and group-sync passes",
     )
     parser.add_argument(
+        "--passes-only",
+        action="store_true",
+        help="after the first run (which the passes need), measure the checkpoint and group-sync passes only",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="after the measured passes, print a cProfile of a second checkpoint pass and group-sync pass",
@@ -528,12 +533,11 @@ def measure_size(args: argparse.Namespace, partitions: int, tmp: Path) -> SizeRe
         ctx = Context(args, config, tmp / "steps.log")
         setup_s = time.monotonic() - started
         meter = Meter([source, target])
-        steps = [
-            meter.measure("first run", partitions, lambda step: replicate_run(ctx, step)),
-            meter.measure("idle run", partitions, lambda step: replicate_run(ctx, step)),
-        ]
-        produce(source.bootstrap, topics, args.new_records, args.record_size, args.initial_records)
-        steps.append(meter.measure("run, new records", partitions, lambda step: replicate_run(ctx, step)))
+        steps = [meter.measure("first run", partitions, lambda step: replicate_run(ctx, step))]
+        if not args.passes_only:
+            steps.append(meter.measure("idle run", partitions, lambda step: replicate_run(ctx, step)))
+            produce(source.bootstrap, topics, args.new_records, args.record_size, args.initial_records)
+            steps.append(meter.measure("run, new records", partitions, lambda step: replicate_run(ctx, step)))
         if not args.runs_only:
             steps.append(
                 meter.measure(
