@@ -179,13 +179,44 @@ def transactional_id(source: str, target: str, topic: str, partition: int) -> st
     return f"mirrorflow-{source}->{target}-{topic}-{partition}"
 
 
+_created_lock = threading.Lock()
+source_consumers_created = 0
+"""Source consumers this process has created for copies (a measure of client set-ups)."""
+
+
+class _PooledConsumer:
+    """A source consumer of the pool, and where its errors go: its librdkafka error callback
+    is fixed when it is created, so it reports to whichever attempt's source watch holds the
+    consumer now, and counts what it reported during that lease."""
+
+    def __init__(self, job: CopyJob) -> None:
+        global source_consumers_created
+        self.watch: ClusterWatch | None = None
+        self.errors = 0
+        self.consumer = Consumer({**source_consumer_config(job), "error_cb": self._on_error})
+        with _created_lock:
+            source_consumers_created += 1
+
+    def _on_error(self, error: KafkaError) -> None:
+        # Called from consume(), in the thread of the attempt that holds the consumer.
+        self.errors += 1
+        if self.watch is not None:
+            self.watch.on_error(error)
+
+
 class SharedClients:
     """What one worker reuses across the partitions of its share: the progress reader (read
-    once, then kept up to date), the progress topic's partition count, and the producer of
+    once, then kept up to date), the progress topic's partition count, the producer of
     source-side offset-syncs (idempotent, with no identity of its own; flushed at the end of
-    each partition, which counts its own unsent syncs). Each partition still gets its own
-    transactional producer, whose init_transactions fences that partition's older writers,
-    and its own source consumer."""
+    each partition, which counts its own unsent syncs) and a pool of source consumers. Each
+    partition still gets its own transactional producer, whose init_transactions fences that
+    partition's older writers.
+
+    A source consumer copies one partition at a time: an attempt takes one from the pool
+    (`source_consumer`), assigns its partition, and gives it back (`give_back`) unassigned and
+    drained, so the next partition's copy sees nothing of this one. A consumer that reported an
+    error, or whose attempt failed, is closed instead. With up to SMALL_SPAN_THREADS partitions
+    copied side by side, a worker creates about that many consumers, not one per partition."""
 
     def __init__(self, job: CopyJob) -> None:
         self.job = job
@@ -194,6 +225,43 @@ class SharedClients:
         self._sync_producer: Producer | None = None
         self._sync_watch: ClusterWatch | None = None
         self._lock = threading.Lock()
+        self._idle: list[_PooledConsumer] = []
+        self.consumers_created = 0
+
+    def source_consumer(self, watch: ClusterWatch) -> _PooledConsumer:
+        """A source consumer with no assignment, reporting its errors to `watch` (the attempt's
+        source watch) until it is given back."""
+        with self._lock:
+            pooled = self._idle.pop() if self._idle else None
+            if pooled is None:
+                self.consumers_created += 1
+        if pooled is None:
+            pooled = _PooledConsumer(self.job)
+        pooled.watch = watch
+        pooled.errors = 0
+        return pooled
+
+    def give_back(self, pooled: _PooledConsumer, *, reusable: bool) -> None:
+        """Return a consumer after an attempt: unassigned and drained for the next partition when
+        `reusable` and it reported no error meanwhile, closed otherwise."""
+        reusable = reusable and pooled.errors == 0
+        if reusable:
+            try:
+                pooled.consumer.unassign()
+                # Whatever the old assignment left queued (records, EOF events) goes now; the
+                # copy loop also ignores any record of another partition (see _PartitionCopy).
+                while pooled.consumer.consume(CONSUME_BATCH, timeout=0):
+                    pass
+            except (KafkaException, RuntimeError):
+                reusable = False
+            else:
+                reusable = pooled.errors == 0
+        pooled.watch = None
+        if reusable:
+            with self._lock:
+                self._idle.append(pooled)
+            return
+        _close_quietly(pooled.consumer)
 
     def sync_producer(self, watch: ClusterWatch) -> Producer | None:
         job = self.job
@@ -221,12 +289,21 @@ class SharedClients:
     def close(self) -> None:
         self.flush_syncs()  # each unit flushed and counted its own; nothing is left here
         self.progress.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for pooled in idle:
+            _close_quietly(pooled.consumer)
 
     def __enter__(self) -> SharedClients:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close_quietly(consumer: Consumer) -> None:
+    with contextlib.suppress(KafkaException, RuntimeError):
+        consumer.close()
 
 
 def copy_unit(job: CopyJob, span: PartitionSpan, shared: SharedClients | None = None) -> UnitResult:
@@ -453,7 +530,7 @@ def _copy_attempt(
     source_watch, target_watch = _watches(job)
     producer = _producer(job, span, target_watch)
     fence: Producer | None = None
-    consumer: Consumer | None = None
+    pooled: _PooledConsumer | None = None
     sync_producer: Producer | None = None
     succeeded = False
     target_gone = False
@@ -504,7 +581,8 @@ def _copy_attempt(
                 )
         else:
             sync_producer = shared.sync_producer(source_watch)
-            consumer = Consumer(source_watch.config(source_consumer_config(job)))
+            pooled = shared.source_consumer(source_watch)
+            consumer = pooled.consumer
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
             copy_started = time.monotonic()
             try:
@@ -527,8 +605,8 @@ def _copy_attempt(
         target_gone = exc.alias == job.target
         raise
     finally:
-        if consumer is not None:
-            consumer.close()
+        if pooled is not None:
+            shared.give_back(pooled, reusable=succeeded)
         if sync_producer is not None:
             result.offset_sync_errors += shared.flush_syncs()
         if not succeeded:
@@ -739,6 +817,13 @@ class _PartitionCopy:
             # the timeout short for a tail that offset gaps leave shorter still.
             wanted = min(CONSUME_BATCH, job.max_records - processed, end - last_processed - 1)
             batch = self.consumer.consume(wanted, timeout=CONSUME_TIMEOUT_S)
+            # The consumer may have copied another partition before (see SharedClients). librdkafka
+            # drops what a partition fetched once it is unassigned, and the pool drains the queue
+            # too; were anything of it still queued, it would come before this partition's own.
+            if batch and (
+                _foreign(batch[0], span.topic, partition) or _foreign(batch[-1], span.topic, partition)
+            ):
+                batch = [m for m in batch if not _foreign(m, span.topic, partition)]
             if not batch:
                 self.source_watch.check()
                 if time.monotonic() - idle_since > job.stall_timeout_s:
@@ -1015,6 +1100,12 @@ def _last_copied(batch: list[Message], end: int, target: str) -> Message | None:
                 pass  # the copy loop stops at this record and names it
             return message
     return None
+
+
+def _foreign(message: Message, topic: str, partition: int) -> bool:
+    """Whether a consumed message (or event) belongs to a partition other than the one copied."""
+    name = message.topic()
+    return name is not None and (name != topic or message.partition() != partition)
 
 
 def _has_provenance(headers: list[tuple[str, Any]]) -> bool:

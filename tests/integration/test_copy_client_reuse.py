@@ -1,0 +1,138 @@
+"""A worker reuses its source consumers across the partitions it copies (issue 12: requests
+proportional to work), and nothing of one partition reaches the next one's copy."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from confluent_kafka import KafkaError
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
+from mirrorflow.replicate import copy, runner, runs, service
+from mirrorflow.replicate.copy import SharedClients, copy_unit
+from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.progress import read_progress
+
+from .kafkatools import create_topics, produce, read_all
+from .mirror_setup import mm2_config
+from .test_copy import PROGRESS, make_job
+
+
+def _plan(config, source: str, target: str) -> tuple[Plan, FlowClients]:
+    planned = service.plan_run(config, source, target, run_id=f"test__{uuid.uuid4().hex[:12]}")
+    clients = FlowClients.resolve(config.flow(source, target))
+    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    return plan, clients
+
+
+def test_one_worker_copies_forty_partitions_with_a_few_consumers_each_record_once(
+    shared_clusters, unique
+) -> None:
+    a, b, _ = shared_clusters
+    topics = [unique("reuse") for _ in range(4)]
+    for topic in topics:
+        create_topics(a.bootstrap, (topic, 10))
+        # Partition p gets 3 + p records, each naming its topic and partition.
+        produce(
+            a.bootstrap,
+            topic,
+            [
+                {"key": f"{p}".encode(), "value": f"{topic}/{p}/{i}".encode(), "partition": p}
+                for p in range(10)
+                for i in range(3 + p)
+            ],
+        )
+    config = mm2_config([a, b], ["A->B"], f"topics = {'|'.join(topics)}\ntasks.max = 1\n")
+
+    def run_and_check(expected_records: int) -> None:
+        plan, clients = _plan(config, "A", "B")
+        assert len(plan.slices()) == 1 and len(plan.units()) == 40
+        job = runner.copy_job_for(config.flow("A", "B"), clients, plan)
+        before = copy.source_consumers_created
+        results = runner.copy_slice(job, plan.slices()[0])
+        created = copy.source_consumers_created - before
+        assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+        assert sum(r.records for r in results) == expected_records
+        # Up to SMALL_SPAN_THREADS partitions are copied side by side, each with a consumer of
+        # its own; without the pool every one of the 40 partitions created one.
+        assert 1 <= created <= runner.SMALL_SPAN_THREADS, created
+        for topic in topics:
+            for p in range(10):
+                source = [r.content() for r in read_all(a.bootstrap, topic, p)]
+                target = [r.content() for r in read_all(b.bootstrap, f"A.{topic}", p)]
+                assert target == source, (topic, p)
+
+    run_and_check(sum(3 + p for p in range(10)) * 4)
+    # New records in every partition: the next run copies exactly those, again once each.
+    for topic in topics:
+        produce(
+            a.bootstrap,
+            topic,
+            [{"value": f"{topic}/{p}/more".encode(), "partition": p} for p in range(10)],
+        )
+    run_and_check(40)
+
+
+def test_a_pooled_consumer_never_hands_the_next_partition_what_it_fetched_of_the_last(
+    kafka_clusters,
+) -> None:
+    src, dst = kafka_clusters(2)
+    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    create_topics(src.bootstrap, ("mixed", 3))
+    create_topics(dst.bootstrap, ("A.mixed", 3))
+    # Each partition holds far more than its span copies, so the consumer has prefetched
+    # records past the span's end of partition 0 when it moves on to partition 1.
+    produce(
+        src.bootstrap,
+        "mixed",
+        [{"value": f"p{p}-{i}".encode(), "partition": p} for p in range(3) for i in range(3000)],
+    )
+    job = make_job(src, dst, offset_syncs_topic=None, max_records=400)
+    with SharedClients(job) as shared:
+        for p, end in ((0, 50), (1, 1200), (2, 7), (0, 900)):
+            start = 50 if (p, end) == (0, 900) else 0
+            result = copy_unit(
+                job, PartitionSpan("mixed", p, "A.mixed", start, end, progress=start - 1), shared
+            )
+            assert result.ok, result.error
+            assert result.records == end - start
+        assert shared.consumers_created == 1
+    for p, end in ((0, 900), (1, 1200), (2, 7)):
+        target = [r.value for r in read_all(dst.bootstrap, "A.mixed", p)]
+        assert target == [f"p{p}-{i}".encode() for i in range(end)]
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
+    assert progress == {("mixed", 0): 899, ("mixed", 1): 1199, ("mixed", 2): 6}
+
+
+def test_pooled_consumers_report_to_the_attempt_holding_them_and_go_after_an_error(
+    kafka_clusters,
+) -> None:
+    src, dst = kafka_clusters(2)
+    job = make_job(src, dst)
+    with SharedClients(job) as shared:
+        first = ClusterWatch("A", src.bootstrap, 0.0)
+        pooled = shared.source_consumer(first)
+        shared.give_back(pooled, reusable=True)
+        second = ClusterWatch("A", src.bootstrap, 0.0)
+        again = shared.source_consumer(second)
+        assert again is pooled and shared.consumers_created == 1
+        # The consumer's error callback (fixed at its creation) reaches the watch of the
+        # attempt that holds it now, not the one that created it.
+        again._on_error(KafkaError(KafkaError._TRANSPORT, "broker down"))
+        assert first.down_since is None and second.down_since is not None
+        time.sleep(0.01)
+        try:
+            second.check()
+            raise AssertionError("the watch did not find the source unreachable")
+        except ClusterUnreachable as exc:
+            assert exc.alias == "A"
+        # It reported an error: it is closed, not pooled, and the next attempt gets a new one.
+        shared.give_back(again, reusable=True)
+        fresh = shared.source_consumer(ClusterWatch("A", src.bootstrap, 15.0))
+        assert fresh is not pooled and shared.consumers_created == 2
+        shared.give_back(fresh, reusable=False)
+        last = shared.source_consumer(ClusterWatch("A", src.bootstrap, 15.0))
+        assert last is not fresh and shared.consumers_created == 3
+        shared.give_back(last, reusable=True)
