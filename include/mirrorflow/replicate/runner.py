@@ -53,7 +53,8 @@ SMALL_SPAN_THREADS = 8
 
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
     """One worker's share, one writer per partition, with the clients its partitions can share
-    (see SharedClients): up to SMALL_SPAN_THREADS small partitions at a time, and the large
+    (see SharedClients: the progress reader, a pool of source consumers, about one per thread
+    below instead of one per partition, and the source-side offset-syncs producer): up to SMALL_SPAN_THREADS small partitions at a time, and the large
     ones one after another beside them. Results come back in the order of `spans`.
 
     Once a partition finds the source or the target unreachable, the rest are not tried (each
