@@ -71,7 +71,16 @@ COPY_REQUEST_BYTES = 100 << 20  # Kafka's socket.request.max.bytes default: no b
 # queue in a fraction of the time: with the default, a single-partition copy mostly waits.
 # A copy reads one partition at a time, so a fetch carries at most max.partition.fetch.bytes
 # (1 MiB by default); 8 MiB means an eighth of the fetch requests for both sides to handle.
-CONSUMER_DEFAULTS: dict[str, object] = {"fetch.queue.backoff.ms": 10, "max.partition.fetch.bytes": 8 << 20}
+# A worker's consumers are reused from partition to partition (see SharedClients), and a
+# consumer sends one fetch at a time to a broker: once a partition's copy has read to the end,
+# the broker holds the next fetch for fetch.wait.max.ms (500 ms by default) before it answers,
+# and the next partition's first fetch waits behind it. A fetch that finds records returns at
+# once whatever this is, so only that idle wait gets shorter.
+CONSUMER_DEFAULTS: dict[str, object] = {
+    "fetch.queue.backoff.ms": 10,
+    "max.partition.fetch.bytes": 8 << 20,
+    "fetch.wait.max.ms": 10,
+}
 
 _pack_offset = struct.Struct(">q").pack
 log = logging.getLogger(__name__)
