@@ -202,6 +202,7 @@ class _PooledConsumer:
         global source_consumers_created
         self.watch: ClusterWatch | None = None
         self.errors = 0
+        self.topics: set[str] = set()
         self.consumer = Consumer({**source_consumer_config(job), "error_cb": self._on_error})
         with _created_lock:
             source_consumers_created += 1
@@ -592,6 +593,23 @@ def _copy_attempt(
             sync_producer = shared.sync_producer(source_watch)
             pooled = shared.source_consumer(source_watch)
             consumer = pooled.consumer
+            if span.topic not in pooled.topics:
+                # A consumer assigned a partition of a topic it has no metadata for finds the
+                # leader on librdkafka's timers (measured: about 0.9 s); asking first takes one
+                # Metadata request, as a new consumer's start-up did.
+                try:
+                    consumer.list_topics(span.topic, timeout=source_watch.limit_s)
+                except KafkaException as exc:
+                    error = exc.args[0] if exc.args else None
+                    if isinstance(error, KafkaError) and error.code() in (
+                        KafkaError._TRANSPORT,
+                        KafkaError._TIMED_OUT,
+                    ):
+                        raise ClusterUnreachable(
+                            source_watch.alias, source_watch.bootstrap, source_watch.limit_s, error.str()
+                        ) from exc
+                    raise
+                pooled.topics.add(span.topic)
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
             copy_started = time.monotonic()
             try:
