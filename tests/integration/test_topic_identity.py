@@ -22,6 +22,7 @@ from mirrorflow.control.translator import Translator
 from mirrorflow.kafka import KafkaCallError, await_topics
 from mirrorflow.mm2.formats import Checkpoint, OffsetSync
 from mirrorflow.ops.failover import failover
+from mirrorflow.replicate import planner
 from mirrorflow.replicate.progress import read_progress_entries
 
 from .kafkatools import create_topics, produce, read_all
@@ -181,6 +182,37 @@ def test_a_remote_topic_deleted_or_recreated_is_rebuilt_from_the_source(shared_c
         else "deleted and created again (new topic ID)"
     )
     assert expected in why and "rebuilding it from the source's earliest offset" in why
+
+
+def test_a_remote_topic_another_run_copied_into_after_this_plan_created_it_is_not_rebuilt(
+    shared_clusters, unique, monkeypatch
+) -> None:
+    """Two runs of a flow plan at once (seen in CI): this plan creates the remote topic, the
+    other finds it created and copies into it, and only then does this plan read progress. That
+    progress names the topic this plan created; starting over would copy every record twice."""
+    a, b, _ = shared_clusters
+    topic = unique("raced")
+    remote = f"A.{topic}"
+    create_topics(a.bootstrap, (topic, 1))
+    produce(a.bootstrap, topic, batch("r", 5))
+    config = mirror_config([a, b], ["A->B"], {"topics": topic})
+
+    read_progress = planner.read_progress_entries
+    raced: list[int] = []
+
+    def other_run_copies_first(*args, **kwargs):
+        if not raced:
+            raced.append(-1)  # the other run's own plan reads progress as usual
+            raced[0] = run_once(config, "A", "B").records
+        return read_progress(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "read_progress_entries", other_run_copies_first)
+    run = run_once(config, "A", "B", report=True)
+
+    assert raced == [5]
+    assert run.planned["restarted_partitions"] == {}
+    assert run.records == 0
+    assert values(b.bootstrap, remote) == [v["value"] for v in batch("r", 5)]
 
 
 def test_syncs_and_checkpoints_past_a_rebuilt_remote_topics_end_are_never_used(

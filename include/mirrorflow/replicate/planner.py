@@ -180,9 +180,13 @@ def _restart_reason(
     stored_source, stored_remote, _ = split_incarnation(stored.incarnation)
     if stored_source and source_id and stored_source != source_id:
         return "the source topic was deleted and created again (new topic ID); copying the new one from its start"
-    if remote_created:
+    # Progress naming this very topic holds, even when this plan created it: a concurrent run of
+    # the flow may have found it created and copied into it before this plan read progress, and
+    # starting over would copy those records twice.
+    names_this_topic = bool(stored_remote and remote_id and stored_remote == remote_id)
+    if remote_created and not names_this_topic:
         return f"the remote topic {remote} was missing and has been created again; rebuilding it from the source's earliest offset"
-    if stored_remote and remote_id and stored_remote != remote_id:
+    if stored_remote and remote_id and not names_this_topic:
         return (
             f"the remote topic {remote} was deleted and created again (new topic ID); "
             "rebuilding it from the source's earliest offset"
