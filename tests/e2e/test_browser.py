@@ -118,10 +118,31 @@ def _task_states(server: AirflowServer, dag_id: str, run_id: str) -> dict[str, s
     return {ti["task_id"]: ti["state"] for ti in tis}
 
 
+def _failure_report(server: AirflowServer, dag_id: str, run_id: str) -> str:
+    """The task states, the end of each failed task's log and of the scheduler's: what a red run
+    in CI needs to be understood without the Airflow home, which is gone by then."""
+    states = _task_states(server, dag_id, run_id)
+    parts = [f"{dag_id} {run_id}: {states}"]
+    run_logs = server.logs / f"dag_id={dag_id}" / f"run_id={run_id}"
+    for task, state in states.items():
+        if state not in ("failed", "upstream_failed"):
+            continue
+        for log in sorted(run_logs.glob(f"task_id={task}/attempt=*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-25:]
+            parts.append(f"--- {log.relative_to(server.logs)}:\n" + "\n".join(line[:600] for line in tail))
+        scheduler = server.log_path("scheduler")
+        if scheduler.exists():
+            told = [line for line in scheduler.read_text(errors="replace").splitlines() if task in line]
+            parts.append(f"--- scheduler.log lines naming {task}:\n" + "\n".join(x[:600] for x in told[-15:]))
+    for component in ("scheduler", "api-server"):
+        parts.append(f"--- {component}.log:\n{server.log_tail(component, 25)}")
+    return "\n".join(parts)
+
+
 def _wait_run(server: AirflowServer, dag_id: str, run_id: str, timeout: float) -> None:
     def done() -> bool:
         state = server.api(_run_path(dag_id, run_id))["state"]
-        assert state != "failed", (dag_id, run_id, _task_states(server, dag_id, run_id))
+        assert state != "failed", _failure_report(server, dag_id, run_id)
         return state == "success"
 
     _until(f"{dag_id} run {run_id} succeeded", timeout, done)
@@ -197,7 +218,8 @@ def approve(page: Any, server: AirflowServer, shots: Shots, run_id: str) -> None
 
 def _assert_not_failed(server: AirflowServer, dag_id: str, run_id: str) -> bool:
     states = _task_states(server, dag_id, run_id)
-    assert "failed" not in states.values() and "upstream_failed" not in states.values(), states
+    if "failed" in states.values() or "upstream_failed" in states.values():
+        raise AssertionError(_failure_report(server, dag_id, run_id))
     return False
 
 
