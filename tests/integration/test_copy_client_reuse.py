@@ -3,9 +3,11 @@ proportional to work), and nothing of one partition reaches the next one's copy.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
+import pytest
 from confluent_kafka import KafkaError
 
 from mirrorflow.clients import FlowClients
@@ -158,3 +160,49 @@ def test_pooled_consumers_report_to_the_attempt_holding_them_and_go_after_an_err
         last = shared.source_consumer(ClusterWatch("A", src.bootstrap, 15.0))
         assert last is not fresh and shared.consumers_created == 3
         shared.give_back(last, reusable=True)
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_partitions_new_producer_starts_its_transactions_without_librdkafkas_timer(
+    kafka_clusters, exactly_once
+) -> None:
+    """Each partition's copy initialises a producer with the partition's transactional.id. Called
+    right after the first Metadata answer, init_transactions found "no brokers available for
+    Transactions" (librdkafka has closed the bootstrap connection and not yet opened the named
+    broker's) for about one partition in seven, and waited out a 500 ms timer each time."""
+    src, dst = kafka_clusters(2)
+    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    create_topics(src.bootstrap, ("eager", 30))
+    create_topics(dst.bootstrap, ("A.eager", 30))
+    produce(src.bootstrap, "eager", [{"value": b"v%d" % p, "partition": p} for p in range(30)])
+    lines = _Lines()
+    librdkafka = logging.getLogger(f"test.librdkafka.{uuid.uuid4().hex}")
+    librdkafka.addHandler(lines)
+    librdkafka.setLevel(logging.DEBUG)
+    librdkafka.propagate = False
+    job = make_job(
+        src,
+        dst,
+        offset_syncs_topic=None,
+        exactly_once=exactly_once,
+        target_producer={"bootstrap.servers": dst.bootstrap, "debug": "eos", "logger": librdkafka},
+    )
+    with SharedClients(job) as shared:
+        for p in range(30):
+            result = copy_unit(job, PartitionSpan("eager", p, "A.eager", 0, 1), shared)
+            assert result.ok and result.records == 1, result.error
+    inits = [line for line in lines.lines if "init_transactions return at" in line]
+    assert len(inits) == 30, len(inits)
+    stalled = [line for line in lines.lines if "No brokers available for Transactions" in line]
+    assert stalled == []
+    for p in range(30):
+        assert [r.value for r in read_all(dst.bootstrap, "A.eager", p)] == [b"v%d" % p]
