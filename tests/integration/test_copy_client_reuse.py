@@ -17,7 +17,7 @@ from mirrorflow.replicate.copy import SharedClients, copy_unit
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import read_progress
 
-from .kafkatools import create_topics, produce, read_all
+from .kafkatools import create_topics, produce, read_all, read_topic
 from .mirror_setup import mm2_config
 from .test_copy import PROGRESS, make_job
 
@@ -173,17 +173,18 @@ class _Lines(logging.Handler):
 
 @pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
 def test_a_partitions_new_producer_starts_its_transactions_without_librdkafkas_timer(
-    kafka_clusters, exactly_once
+    shared_clusters, unique, exactly_once
 ) -> None:
     """Each partition's copy initialises a producer with the partition's transactional.id. Called
     right after the first Metadata answer, init_transactions found "no brokers available for
     Transactions" (librdkafka has closed the bootstrap connection and not yet opened the named
     broker's) for about one partition in seven, and waited out a 500 ms timer each time."""
-    src, dst = kafka_clusters(2)
-    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    create_topics(src.bootstrap, ("eager", 30))
-    create_topics(dst.bootstrap, ("A.eager", 30))
-    produce(src.bootstrap, "eager", [{"value": b"v%d" % p, "partition": p} for p in range(30)])
+    src, dst, _ = shared_clusters
+    topic, progress = unique("eager"), unique("progress")
+    create_topics(dst.bootstrap, (progress, 25, {"cleanup.policy": "compact"}))
+    create_topics(src.bootstrap, (topic, 30))
+    create_topics(dst.bootstrap, (f"A.{topic}", 30))
+    produce(src.bootstrap, topic, [{"value": b"v%d" % p, "partition": p} for p in range(30)])
     lines = _Lines()
     librdkafka = logging.getLogger(f"test.librdkafka.{uuid.uuid4().hex}")
     librdkafka.addHandler(lines)
@@ -193,16 +194,17 @@ def test_a_partitions_new_producer_starts_its_transactions_without_librdkafkas_t
         src,
         dst,
         offset_syncs_topic=None,
+        progress_topic=progress,
         exactly_once=exactly_once,
         target_producer={"bootstrap.servers": dst.bootstrap, "debug": "eos", "logger": librdkafka},
     )
     with SharedClients(job) as shared:
         for p in range(30):
-            result = copy_unit(job, PartitionSpan("eager", p, "A.eager", 0, 1), shared)
+            result = copy_unit(job, PartitionSpan(topic, p, f"A.{topic}", 0, 1), shared)
             assert result.ok and result.records == 1, result.error
     inits = [line for line in lines.lines if "init_transactions return at" in line]
     assert len(inits) == 30, len(inits)
     stalled = [line for line in lines.lines if "No brokers available for Transactions" in line]
     assert stalled == []
-    for p in range(30):
-        assert [r.value for r in read_all(dst.bootstrap, "A.eager", p)] == [b"v%d" % p]
+    copied = read_topic(dst.bootstrap, f"A.{topic}", 30)
+    assert {p: [r.value for r in copied[p]] for p in range(30)} == {p: [b"v%d" % p] for p in range(30)}

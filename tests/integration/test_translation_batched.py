@@ -12,7 +12,7 @@ from mirrorflow.control.translate import Status
 from mirrorflow.control.translator import Translator
 from mirrorflow.policy.provenance import read_provenance
 
-from .kafkatools import create_topics, read_all
+from .kafkatools import create_topics, read_topic
 from .mirror_setup import mm2_config, replicate_once
 from .test_failover_helpers import commit_at, produce_numbered
 
@@ -38,8 +38,9 @@ def test_a_pass_over_many_partitions_probes_them_in_one_read(shared_clusters, un
 
     assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions"
     assert len(rows) == PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
+    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
     for row in rows:
-        copies = read_all(b.bootstrap, f"A.{topic}", row.partition)
+        copies = copied[row.partition]
         expected = next(
             c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
         )
@@ -69,8 +70,9 @@ def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_
 
     assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions and two groups"
     assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
+    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
     for row in rows:
-        copies = read_all(b.bootstrap, f"A.{topic}", row.partition)
+        copies = copied[row.partition]
         expected = next(
             c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
         )
@@ -106,8 +108,9 @@ def test_the_read_ahead_ends_where_each_search_has_its_answer(shared_clusters, u
     # about 8 offsets of its sync, and two groups 5 apart share a partition's read.
     assert read <= PARTITIONS * 16, f"{read} records read ahead for {PARTITIONS} partitions"
     assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
+    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
     for row in rows:
-        copies = read_all(b.bootstrap, f"A.{topic}", row.partition)
+        copies = copied[row.partition]
         expected = next(
             c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
         )
