@@ -19,6 +19,18 @@ from .test_failover_helpers import commit_at, produce_numbered
 PARTITIONS = 40
 
 
+def assert_first_copies_at_or_after(bootstrap: str, remote: str, rows: list) -> None:
+    """Each row's translation is the first record on the target copied from its group's offset or later."""
+    copied = read_topic(bootstrap, remote, PARTITIONS)
+    for row in rows:
+        expected = next(
+            c.offset
+            for c in copied[row.partition]
+            if read_provenance(c.headers).source_offset >= row.committed.offset
+        )
+        assert row.translation.downstream_offset == expected
+
+
 def test_a_pass_over_many_partitions_probes_them_in_one_read(shared_clusters, unique) -> None:
     a, b, _ = shared_clusters
     topic, group = unique("wide"), unique("g")
@@ -38,13 +50,7 @@ def test_a_pass_over_many_partitions_probes_them_in_one_read(shared_clusters, un
 
     assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions"
     assert len(rows) == PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
-    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
-    for row in rows:
-        copies = copied[row.partition]
-        expected = next(
-            c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
-        )
-        assert row.translation.downstream_offset == expected
+    assert_first_copies_at_or_after(b.bootstrap, f"A.{topic}", rows)
 
 
 def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_clusters, unique) -> None:
@@ -70,13 +76,7 @@ def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_
 
     assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions and two groups"
     assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
-    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
-    for row in rows:
-        copies = copied[row.partition]
-        expected = next(
-            c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
-        )
-        assert row.translation.downstream_offset == expected
+    assert_first_copies_at_or_after(b.bootstrap, f"A.{topic}", rows)
 
 
 def test_the_read_ahead_ends_where_each_search_has_its_answer(shared_clusters, unique) -> None:
@@ -108,10 +108,4 @@ def test_the_read_ahead_ends_where_each_search_has_its_answer(shared_clusters, u
     # about 8 offsets of its sync, and two groups 5 apart share a partition's read.
     assert read <= PARTITIONS * 16, f"{read} records read ahead for {PARTITIONS} partitions"
     assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
-    copied = read_topic(b.bootstrap, f"A.{topic}", PARTITIONS)
-    for row in rows:
-        copies = copied[row.partition]
-        expected = next(
-            c.offset for c in copies if read_provenance(c.headers).source_offset >= row.committed.offset
-        )
-        assert row.translation.downstream_offset == expected
+    assert_first_copies_at_or_after(b.bootstrap, f"A.{topic}", rows)
