@@ -78,34 +78,3 @@ def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_
     assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
     assert_first_copies_at_or_after(b.bootstrap, f"A.{topic}", rows)
 
-
-def test_the_read_ahead_ends_where_each_search_has_its_answer(shared_clusters, unique) -> None:
-    """The read-ahead used to take 64 records past every probe point, and decode them all:
-    1.26 M records at 20,000 partitions, most of a checkpoint pass. A partition's read now ends
-    at the first flow record that answers its groups' searches; the answers and the single
-    batched fetch stay as they were."""
-    a, b, _ = shared_clusters
-    topic, prefix = unique("deep"), unique("g")
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
-    create_topics(a.bootstrap, (topic, PARTITIONS))
-    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 200)
-    replicate_once(config, "A", "B", unique("run"))
-    groups = {
-        f"{prefix}-{i}": {(topic, p): 3 + (p + 5 * i) % 150 for p in range(PARTITIONS)} for i in range(2)
-    }
-    for group, offsets in groups.items():
-        commit_at(a.bootstrap, group, offsets)
-    flow = config.flow("A", "B")
-    clients = FlowClients.resolve(flow)
-    found = relevant_group_offsets(flow, clients, wanted=lambda g: g in groups, any_topic=True)
-
-    with Translator(flow, clients) as translator:
-        rows = translate_offsets(translator, found.offsets)
-        probes, read = translator.probes, translator.read_ahead
-
-    assert probes == 1, f"{probes} probe fetches for {PARTITIONS} partitions and two groups"
-    # Syncs every 7 records and a transaction marker after each: a search's answer lies within
-    # about 8 offsets of its sync, and two groups 5 apart share a partition's read.
-    assert read <= PARTITIONS * 16, f"{read} records read ahead for {PARTITIONS} partitions"
-    assert len(rows) == 2 * PARTITIONS and {r.translation.status for r in rows} == {Status.EXACT}
-    assert_first_copies_at_or_after(b.bootstrap, f"A.{topic}", rows)

@@ -123,62 +123,30 @@ class _Covered:
             self.starts.pop(j)
 
 
-def _wider(one: Need | None, other: Need | None) -> Need | None:
-    """A need covering both (None, read the whole span, wins)."""
-    if one is None or other is None:
-        return None
-    return Need(max(one.guess, other.guess), max(one.source, other.source))
-
-
-def _warm_spans(points: list[tuple[int, Need | None]], end: int) -> list[tuple[int, int, Need | None]]:
-    """Stretches to read ahead for probe points (offset, need), sorted, of a partition ending at
-    `end`: WARM_SPAN offsets from each point, merged where they lie at most WARM_GAP apart, so
-    nearby points share one read and far ones do not pull in everything between them; each with
-    what its points' searches need (see Need)."""
-    spans: list[tuple[int, int, Need | None]] = []
-    for offset, need in points:
+def _warm_spans(offsets: list[int], end: int) -> list[tuple[int, int]]:
+    """Stretches to read ahead for probe points `offsets` (sorted) of a partition ending at `end`:
+    WARM_SPAN offsets from each point, merged where they lie at most WARM_GAP apart, so nearby
+    points share one read and far ones do not pull in everything between them."""
+    spans: list[tuple[int, int]] = []
+    for offset in offsets:
         stop = min(end, offset + WARM_SPAN)
         if spans and offset - spans[-1][1] <= WARM_GAP:
-            start, last_stop, last_need = spans[-1]
-            spans[-1] = (start, max(last_stop, stop), _wider(last_need, need))
+            spans[-1] = (spans[-1][0], max(spans[-1][1], stop))
         else:
-            spans.append((offset, stop, need))
+            spans.append((offset, stop))
     return spans
-
-
-@dataclass(frozen=True, slots=True)
-class Need:
-    """What the exact search for a group at source offset `source` will ask of a partition,
-    past the probe point: the first flow record at or after target offset `guess` (where it
-    starts), and the first one whose source offset reaches `source` (its answer)."""
-
-    guess: int
-    source: int
 
 
 @dataclass
 class _Warming:
     """One partition's read-ahead in Prober.warm: [start, stop), the last offset seen, and the
-    flow records found. `need` (None: read to `stop`) lets it end as soon as the searches of
-    its points have what they will ask for."""
+    flow records found."""
 
     origin: Origin
     start: int
     stop: int
     last: int = -1
     records: list[FlowRecord] = field(default_factory=list)
-    need: Need | None = None
-    reached_guess: bool = False
-    reached_source: bool = False
-
-    def found(self, record: FlowRecord) -> bool:
-        """Keep a flow record; True once the searches need nothing further."""
-        self.records.append(record)
-        if self.need is None:
-            return False
-        self.reached_guess = self.reached_guess or record.offset >= self.need.guess
-        self.reached_source = self.reached_source or record.source_offset >= self.need.source
-        return self.reached_guess and self.reached_source
 
 
 class Prober:
@@ -200,7 +168,6 @@ class Prober:
         self._first_owned: dict[tuple[str, int, Origin, int], bool | None] = {}
         self.fetches = 0
         self.lookups = 0
-        self.read_ahead = 0  # records warm() read (and decoded)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -242,13 +209,10 @@ class Prober:
             covered.add(start, read_end, records)
         return None
 
-    def warm(self, probes: Iterable[tuple[str, int, Origin, int, int, Need | None]]) -> None:
+    def warm(self, probes: Iterable[tuple[str, int, Origin, int, int]]) -> None:
         """Read ahead, for many partitions at once, what the coming probes will ask: each
-        (topic, partition, origin, offset, end, need) reads [offset, offset + WARM_SPAN) (at most
-        to `end`, the partition end the caller measured) into the cache `first` answers from,
-        and stops earlier once the flow records that `need` names are in (one record past a probe
-        point often answers it: reading the whole span decoded 64 records per partition, 1.26 M
-        at 20,000 partitions, most of a checkpoint pass).
+        (topic, partition, origin, offset, end) reads [offset, offset + WARM_SPAN) (at most to
+        `end`, the partition end the caller measured) into the cache `first` answers from.
 
         One consumer assigned to up to WARM_PARTITIONS partitions fetches them together, a few
         requests per broker, where probing them one by one costs a round trip each (about
@@ -257,24 +221,24 @@ class Prober:
         # partition each probe near their own offset-sync, and a point the read-ahead missed costs
         # a round trip of its own later (a checkpoint pass at 2,000 partitions spent half its
         # time on such reads).
-        points: dict[tuple[str, int], tuple[Origin, int, dict[int, Need | None]]] = {}
-        for topic, partition, origin, offset, end, need in probes:
+        points: dict[tuple[str, int], tuple[Origin, int, set[int]]] = {}
+        for topic, partition, origin, offset, end in probes:
             covered = self._covered.setdefault((topic, partition, origin), _Covered())
             if covered.interval_at(offset) is not None or offset >= end:
                 continue
-            entry = points.setdefault((topic, partition), (origin, end, {}))
-            entry[2][offset] = _wider(entry[2][offset], need) if offset in entry[2] else need
+            entry = points.setdefault((topic, partition), (origin, end, set()))
+            entry[2].add(offset)
         rounds: list[dict[tuple[str, int], _Warming]] = []
-        for key, (origin, end, needs) in points.items():
+        for key, (origin, end, offsets) in points.items():
             covered = self._covered[(key[0], key[1], origin)]
-            for index, (start, stop, need) in enumerate(_warm_spans(sorted(needs.items()), end)):
+            for index, (start, stop) in enumerate(_warm_spans(sorted(offsets), end)):
                 following = covered.next_start(start)
                 if following is not None:
                     stop = min(stop, following)
                 if start < stop:
                     while len(rounds) <= index:
                         rounds.append({})
-                    rounds[index][key] = _Warming(origin, start, stop, last=start - 1, need=need)
+                    rounds[index][key] = _Warming(origin, start, stop, last=start - 1)
         # One consumer reads up to WARM_PARTITIONS partitions at a time; a partition whose points
         # lie far apart is read in one more round per stretch.
         for wanted in rounds:
@@ -288,14 +252,8 @@ class Prober:
         self._consumer = consumer
         consumer.assign([TopicPartition(t, p, w.start) for (t, p), w in wanted.items()])
         pending = set(wanted)
-        settled: list[tuple[str, int]] = []
         deadline = time.monotonic() + PROBE_TIMEOUT_S
         while pending:
-            if settled:
-                # Taken off the assignment: librdkafka drops what it fetched of them and stops
-                # fetching them, so the rest of their spans is neither sent nor decoded.
-                consumer.incremental_unassign([TopicPartition(t, p) for t, p in settled])
-                settled = []
             batch = consumer.consume(BATCH, timeout=POLL_S)
             if not batch:
                 if time.monotonic() > deadline:
@@ -322,12 +280,9 @@ class Prober:
                     continue
                 if offset < warming.stop:
                     warming.last = offset
-                    self.read_ahead += 1
                     source_offset = warming.origin.owns(message)
-                    if source_offset is not None and warming.found(FlowRecord(offset, source_offset)):
-                        # Read up to here: the searches' probes are answered from [start, offset].
-                        warming.stop = offset + 1
-                        settled.append(key)
+                    if source_offset is not None:
+                        warming.records.append(FlowRecord(offset, source_offset))
                 if offset + 1 >= warming.stop:
                     pending.discard(key)
         for (topic, partition), warming in wanted.items():

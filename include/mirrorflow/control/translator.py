@@ -30,7 +30,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.control.probe import Need, Origin, Prober
+from mirrorflow.control.probe import Origin, Prober
 from mirrorflow.control.syncs import flow_sync_index
 from mirrorflow.control.translate import (
     FlowRecord,
@@ -211,11 +211,6 @@ class Translator:
         """Fetches issued to answer probes (cache misses)."""
         return self._target_prober.fetches + self._source_prober.fetches
 
-    @property
-    def read_ahead(self) -> int:
-        """Target records `warm` read (and decoded)."""
-        return self._target_prober.read_ahead
-
     def route(self, topic: str) -> Route | None:
         if topic not in self._routes:
             self._routes[topic] = self._route(topic)
@@ -271,15 +266,10 @@ class Translator:
             syncs = self.syncs.run(topic, partition)
             if bounds is None or not syncs.ups:
                 continue
-            below = bisect_right(syncs.ups, offset) - 1
-            down = syncs.downs[max(0, below)]
+            down = syncs.downs[max(0, bisect_right(syncs.ups, offset) - 1)]
             if bounds[0] <= down < bounds[1]:
                 origin = Origin(self.flow.source, topic, partition)
-                # The exact search starts where the sync below puts the group (translate_exact's
-                # guess) and ends at the first record whose source offset reaches it; with no sync
-                # below, it bisects the partition and the whole read-ahead is kept.
-                need = Need(down + offset - syncs.ups[below], offset) if below >= 0 else None
-                probes.append((route.target_topic, partition, origin, down, bounds[1], need))
+                probes.append((route.target_topic, partition, origin, down, bounds[1]))
         if probes:
             self._target_prober.warm(probes)
 
