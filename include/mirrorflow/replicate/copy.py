@@ -524,11 +524,11 @@ def _resume_offset(span: PartitionSpan, stored: Stored | None) -> int:
     return max(span.start, stored.offset + 1)
 
 
-def _topic_metadata(producer: Producer, topic: str, watch: ClusterWatch) -> Any:
+def _topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch) -> Any:
     """One Metadata request for `topic` (None when the answer does not name it); a cluster
     that does not answer within the watch's limit is ClusterUnreachable."""
     try:
-        metadata = producer.list_topics(topic, timeout=watch.limit_s).topics.get(topic)
+        metadata = client.list_topics(topic, timeout=watch.limit_s).topics.get(topic)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
         if isinstance(error, KafkaError) and error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
@@ -627,18 +627,7 @@ def _copy_attempt(
                 # A consumer assigned a partition of a topic it has no metadata for finds the
                 # leader on librdkafka's timers (measured: about 0.9 s); asking first takes one
                 # Metadata request, as a new consumer's start-up did.
-                try:
-                    consumer.list_topics(span.topic, timeout=source_watch.limit_s)
-                except KafkaException as exc:
-                    error = exc.args[0] if exc.args else None
-                    if isinstance(error, KafkaError) and error.code() in (
-                        KafkaError._TRANSPORT,
-                        KafkaError._TIMED_OUT,
-                    ):
-                        raise ClusterUnreachable(
-                            source_watch.alias, source_watch.bootstrap, source_watch.limit_s, error.str()
-                        ) from exc
-                    raise
+                _topic_metadata(consumer, span.topic, source_watch)
                 pooled.topics.add(span.topic)
             consumer.assign([TopicPartition(span.topic, span.partition, start)])
             copy_started = time.monotonic()
