@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,10 +18,8 @@ from pathlib import Path
 SPARK_CLASS = str(Path(sys.executable).parent / "spark-class")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+MASTER_UI_PORT = re.compile(r"Successfully started service 'MasterUI' on port (\d+)")
 
 
 @dataclass
@@ -62,7 +60,6 @@ def start_standalone(
 ) -> SparkStandalone:
     if not shutil.which(SPARK_CLASS):
         raise RuntimeError(f"{SPARK_CLASS} is missing: pyspark installs it; run `make setup`")
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     import pyspark
 
     env = {
@@ -72,6 +69,8 @@ def start_standalone(
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_WORKER_DIR": str(work_dir / "work"),
+        # The REST submission server would take the fixed port 6066; spark-submit does not use it.
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
     }
     logs = work_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -80,18 +79,30 @@ def start_standalone(
         with open(logs / f"{name}.log", "ab") as out:
             return subprocess.Popen([SPARK_CLASS, *args], env=env, stdout=out, stderr=subprocess.STDOUT)
 
-    master_url = f"spark://127.0.0.1:{port}"
+    # Port 0 everywhere: the daemons bind what is free and log it, so nothing else can take a
+    # port between our choosing it and the JVM binding it (a CI run once read another page's HTML).
     master = launch(
         "master",
         "org.apache.spark.deploy.master.Master",
         "--host",
         "127.0.0.1",
         "--port",
-        str(port),
+        "0",
         "--webui-port",
-        str(ui),
+        "0",
     )
-    cluster = SparkStandalone(master_url, f"http://127.0.0.1:{ui}", [master])
+    deadline = time.monotonic() + timeout
+    master_url = ui_port = None
+    while master_url is None or ui_port is None:
+        text = (logs / "master.log").read_text(errors="replace")
+        master_url = (m := MASTER_URL.search(text)) and m.group(1)
+        ui_port = (m := MASTER_UI_PORT.search(text)) and m.group(1)
+        if master.poll() is not None or time.monotonic() > deadline:
+            if master.poll() is None:
+                master.kill()
+            raise RuntimeError(f"the Spark master did not start; its log is in {logs}")
+        time.sleep(0.2)
+    cluster = SparkStandalone(master_url, f"http://127.0.0.1:{ui_port}", [master])
     try:
         worker = launch(
             "worker",
@@ -104,15 +115,14 @@ def start_standalone(
             "--memory",
             memory,
             "--webui-port",
-            str(worker_ui),
+            "0",
         )
         cluster.processes.append(worker)
-        deadline = time.monotonic() + timeout
         while True:
             try:
                 if any(w.get("state") == "ALIVE" for w in cluster.status().get("workers", [])):
                     return cluster
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or not serving its JSON yet
                 pass
             for process in cluster.processes:
                 if process.poll() is not None:
