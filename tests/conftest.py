@@ -18,9 +18,11 @@ need emptied or local clusters are deselected.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -40,8 +42,11 @@ from confluent_kafka.admin import (
 from localkafka import LocalKafka, Security
 from localkafka.settings import QUICK_CLUSTER
 
-# Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow.
-os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="mirrorflow-test-airflow-"))
+# Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow,
+# in a directory of this test process that goes when the process does.
+if "AIRFLOW_HOME" not in os.environ:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix="mirrorflow-test-airflow-")
+    atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 ALIASES = ("A", "B", "C", "D")
