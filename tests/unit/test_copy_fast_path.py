@@ -18,7 +18,7 @@ def _increasing(rng: random.Random, count: int, start: int, gap_chance: float) -
     return out
 
 
-def _syncs(chunks: list[tuple[list[int], list[int]]], *, per_record: bool) -> list[tuple[int, int]]:
+def _syncs(chunks: list[tuple[list[int], list[int]]], *, per_record: bool) -> list[tuple[int, int, int]]:
     emitter = DenseSyncEmitter()
     out = []
     for ups, downs in chunks:
@@ -28,7 +28,7 @@ def _syncs(chunks: list[tuple[list[int], list[int]]], *, per_record: bool) -> li
         else:
             feed_runs(emitter, ups, downs)
         emitter.boundary()
-        out.extend((p.upstream, p.downstream) for p in emitter.drain())
+        out.extend((p.upstream, p.downstream, p.run) for p in emitter.drain())
     return out
 
 
@@ -49,7 +49,10 @@ def test_feeding_run_ends_gives_the_syncs_of_feeding_every_record(seed: int) -> 
 
 
 def test_one_contiguous_chunk_takes_a_sync_at_each_end() -> None:
-    assert _syncs([(list(range(100, 2100)), range(7, 2007))], per_record=False) == [(100, 7), (2099, 2006)]
+    assert _syncs([(list(range(100, 2100)), range(7, 2007))], per_record=False) == [
+        (100, 7, 0),
+        (2099, 2006, 1999),
+    ]
 
 
 def _job(source_consumer: dict[str, object]) -> CopyJob:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from mirrorflow.replicate.offset_syncs import DenseSyncEmitter
+from mirrorflow.replicate.offset_syncs import RUN_HEADER, DenseSyncEmitter, SyncPoint, run_of
 
 
 def _feed(pairs, boundaries=()):
@@ -47,3 +47,37 @@ def test_every_replicated_offset_is_exactly_derivable_from_the_syncs() -> None:
         # The record lies inside a run bounded by two syncs that are contiguous on both sides.
         assert above[0] - below[0] == above[1] - below[1]
         assert down == below[1] + (up - below[0])
+
+
+def _points(pairs, boundaries=()):
+    emitter = DenseSyncEmitter()
+    out = []
+    for i, (up, down) in enumerate(pairs):
+        emitter.record(up, down)
+        if i in boundaries:
+            emitter.boundary()
+            out.extend(emitter.drain())
+    emitter.boundary()
+    out.extend(emitter.drain())
+    return [(p.upstream, p.downstream, p.run) for p in out]
+
+
+def test_each_sync_says_how_many_records_of_its_run_came_before_it() -> None:
+    pairs = [(0, 0), (1, 1), (2, 2), (7, 3), (8, 4), (9, 6)]
+    assert _points(pairs) == [(0, 0, 0), (2, 2, 2), (7, 3, 0), (8, 4, 1), (9, 6, 0)]
+
+
+def test_a_run_that_goes_on_past_a_boundary_counts_from_its_start() -> None:
+    # At-least-once writes no commit markers: the next chunk continues the run on both clusters.
+    pairs = [(10 + i, 20 + i) for i in range(8)]
+    assert _points(pairs, boundaries={3}) == [(10, 20, 0), (13, 23, 3), (17, 27, 7)]
+
+
+def test_the_run_header_round_trips_and_rejects_what_it_cannot_read() -> None:
+    point = SyncPoint(500, 700, 41)
+    assert run_of(point.headers()) == 41
+    assert run_of([("other", b"x"), *point.headers()]) == 41
+    assert run_of(None) is None
+    assert run_of([(RUN_HEADER, b"\x00")]) is None
+    assert run_of([(RUN_HEADER, None)]) is None
+    assert run_of(SyncPoint(1, 1, -1).headers()) is None

@@ -22,6 +22,7 @@ from mirrorflow.control.translate import (
     SyncIndex,
     Translation,
     translate_back,
+    translate_by_runs,
     translate_exact,
     translate_mm2_rule,
     translate_scanned,
@@ -38,6 +39,8 @@ class ModelPartition:
 
     entries: list[tuple[str, int | None]] = field(default_factory=list)
     syncs: list[tuple[int, int]] = field(default_factory=list)
+    runs: dict[tuple[int, int], int] = field(default_factory=dict)
+    """What the copy stated with each sync: records of its run before it (offset_syncs.RUN_HEADER)."""
     progress: int | None = None
     start: int = 0
     probes: int = 0
@@ -67,8 +70,11 @@ class ModelPartition:
         i = bisect_left(offsets, max(offset, self.start))
         return records[i] if i < len(records) and records[i].offset < limit else None
 
-    def view(self, syncs: list[tuple[int, int]] | None = None) -> PartitionView:
-        index = SyncIndex.of(OffsetSync("t", 0, u, d) for u, d in (self.syncs if syncs is None else syncs))
+    def view(self, syncs: list[tuple[int, int]] | None = None, *, stated: bool = False) -> PartitionView:
+        """The syncs as MM2's format holds them, or with the runs the copy `stated` too."""
+        index = SyncIndex()
+        for u, d in self.syncs if syncs is None else syncs:
+            index.add(OffsetSync("t", 0, u, d), self.runs[(u, d)] if stated else None)
         return PartitionView(index.run("t", 0), self.progress, self.start, self.end)
 
 
@@ -96,7 +102,9 @@ def copy_model(
             model.entries.append((INVISIBLE, None))  # commit marker
         if n in aborted_after:
             model.entries.extend([(INVISIBLE, None)] * 3)  # another writer's aborted transaction
-    model.syncs = [(p.upstream, p.downstream) for p in emitter.drain()]
+    points = emitter.drain()
+    model.syncs = [(p.upstream, p.downstream) for p in points]
+    model.runs = {(p.upstream, p.downstream): p.run for p in points}
     model.progress = (
         processed_to if processed_to is not None else (source_offsets[-1] if source_offsets else None)
     )
@@ -212,6 +220,59 @@ def test_random_partitions_with_random_syncs_lost_match_the_definition(seed: int
         model.probes = 0
         assert translate_exact(u, model.view(syncs=kept), model.probe) == definition(u, model), (seed, u)
         assert model.probes <= probe_budget
+
+
+def test_stated_runs_translate_a_plain_copy_with_no_probe() -> None:
+    # The scale benchmark's partitions: 10 records copied, then 100 more in a second transaction.
+    model = copy_model(list(range(10)), chunk=10)
+    later = copy_model(list(range(10, 110)), chunk=100)
+    model.entries += later.entries
+    model.syncs += [(u, d + 11) for u, d in later.syncs]
+    model.runs |= {(u, d + 11): run for (u, d), run in later.runs.items()}
+    model.progress = 109
+    for u in range(0, 111):
+        assert translate_by_runs(u, model.view(stated=True)) == definition(u, model), u
+    assert translate_by_runs(111, model.view(stated=True)) is None
+    assert translate_by_runs(5, model.view()) is None, "MM2's format alone proves no run"
+
+
+def test_a_stated_run_outlives_compaction_of_the_syncs_before_it() -> None:
+    model = copy_model(list(range(300)), chunk=300)
+    last_only = model.syncs[-1:]
+    for u in range(0, 301):
+        assert translate_by_runs(u, model.view(last_only, stated=True)) == definition(u, model), u
+
+
+def test_a_stated_run_does_not_answer_into_deleted_records() -> None:
+    model = copy_model(list(range(100)), chunk=100)
+    model.start = 40
+    assert translate_by_runs(39, model.view(stated=True)) is None
+    assert translate_by_runs(40, model.view(stated=True)) == Translation(40, 40, Status.EXACT)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_stated_runs_answer_as_the_definition_or_not_at_all(seed: int) -> None:
+    rng = random.Random(seed)
+    source = gappy_source(rng, rng.randrange(1, 400))
+    model = copy_model(
+        source,
+        chunk=rng.randrange(1, 60),
+        foreign_every=rng.choice([0, 0, 2, 5]),
+        aborted_after={rng.randrange(len(source)) for _ in range(3)},
+        processed_to=source[-1] + rng.randrange(0, 4),
+    )
+    everything = rng.random() < 0.3
+    kept = [
+        s for i, s in enumerate(model.syncs) if everything or i == len(model.syncs) - 1 or rng.random() < 0.5
+    ]
+    answered = set()
+    for u in range(0, source[-1] + 8):
+        result = translate_by_runs(u, model.view(kept, stated=True))
+        if result is not None:
+            answered.add(u)
+            assert result == definition(u, model), (seed, u)
+    if everything:  # every copied offset lies in a stated run, and so does one past the last
+        assert {*source, source[-1] + 1} <= answered, seed
 
 
 def test_mm2_rule_is_exact_at_syncs_and_one_past_elsewhere() -> None:

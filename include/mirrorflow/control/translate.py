@@ -21,9 +21,11 @@ going back while the downstream one goes on) and every record a probe reads is c
 neighbours; where the order breaks, the binary search is not trusted and `translate_scanned`
 answers from one sequential read of the partition (Status.SCANNED).
 
-Two consecutive syncs cannot say whether they are the two ends of one run or the end and start
-of two runs (or whether syncs between them were compacted away), so the answer is confirmed by
-probes: first at the offset the run rule predicts (one probe when it holds), then by binary
+A sync mirrorflow wrote states how many records of its run came before it (a header MM2
+ignores), so an offset inside a stated run translates by arithmetic, with no probe
+(translate_by_runs). MM2's syncs, and two consecutive syncs without it, cannot say whether they
+are the two ends of one run or the end and start of two runs (or whether syncs between them
+were compacted away), so the answer is confirmed by probes: first at the offset the run rule predicts (one probe when it holds), then by binary
 search between the bracketing syncs' downstream offsets. The search keeps two facts true: every
 flow record below `low` has source offset < u, and `found` is the first flow record at or after
 `high` (None: there is none before the end). Records of other writers in the same target
@@ -78,13 +80,21 @@ class Translation:
 
 @dataclass(frozen=True)
 class SyncRun:
-    """A partition's usable syncs, ascending in both offsets (see SyncIndex)."""
+    """A partition's usable syncs, ascending in both offsets (see SyncIndex).
+
+    `runs[i]`, where given, is how many records of the run that ends at sync i came before it,
+    as the copy that wrote the sync stated (replicate/offset_syncs.RUN_HEADER); -1 where the sync
+    does not say (MirrorMaker 2 wrote it, or an older mirrorflow)."""
 
     ups: tuple[int, ...]
     downs: tuple[int, ...]
+    runs: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.ups)
+
+    def __getitem__(self, keep: slice) -> SyncRun:
+        return SyncRun(self.ups[keep], self.downs[keep], self.runs[keep])
 
 
 @dataclass
@@ -102,6 +112,7 @@ class SyncIndex:
 
     _ups: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _downs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    _runs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     _frozen: dict[tuple[str, int], SyncRun] = field(default_factory=dict)
     _recopied: dict[tuple[str, int], int] = field(default_factory=dict)
 
@@ -112,11 +123,13 @@ class SyncIndex:
             index.add(sync)
         return index
 
-    def add(self, sync: OffsetSync) -> None:
+    def add(self, sync: OffsetSync, run: int | None = None) -> None:
+        """`run`: the records of its run before it, as the sync's writer stated (None: not said)."""
         key = (sync.topic, sync.partition)
         self._frozen.pop(key, None)
         ups = self._ups.setdefault(key, [])
         downs = self._downs.setdefault(key, [])
+        runs = self._runs.setdefault(key, [])
         up, down = sync.upstream_offset, sync.downstream_offset
         if ups and down < downs[-1]:
             self._recopied.pop(key, None)
@@ -125,11 +138,14 @@ class SyncIndex:
         if ups and (up < ups[-1] or down < downs[-1]):
             ups.clear()
             downs.clear()
+            runs.clear()
         if ups and up == ups[-1]:
             ups.pop()
             downs.pop()
+            runs.pop()
         ups.append(up)
         downs.append(down)
+        runs.append(-1 if run is None else run)
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._ups)
@@ -142,7 +158,9 @@ class SyncIndex:
         key = (topic, partition)
         frozen = self._frozen.get(key)
         if frozen is None:
-            frozen = SyncRun(tuple(self._ups.get(key, ())), tuple(self._downs.get(key, ())))
+            frozen = SyncRun(
+                tuple(self._ups.get(key, ())), tuple(self._downs.get(key, ())), tuple(self._runs.get(key, ()))
+            )
             self._frozen[key] = frozen
         return frozen
 
@@ -163,6 +181,31 @@ class PartitionView:
 
 # probe(offset, limit): the first flow record at target offset >= offset and < limit, or None.
 Probe = Callable[[int, int], FlowRecord | None]
+
+
+def translate_by_runs(u: int, view: PartitionView) -> Translation | None:
+    """The exact answer where a sync's stated run proves it, with no probe; None elsewhere.
+
+    A sync that states its run (n records before it, consecutive on both clusters, all copied by
+    this flow) places every upstream offset of the run by arithmetic: the first sync at or above
+    `u` either belongs to the run holding `u`, or no run with a stated length holds it. A group
+    at one past the last sync, which its writer says is a copied record, has read everything
+    the syncs name: whatever the flow copied after it (source offsets above) comes later on the
+    target. Callers use this only where the flow's records are known to be in source order.
+    """
+    ups, downs, runs = view.syncs.ups, view.syncs.downs, view.syncs.runs
+    if not runs:
+        return None
+    at = bisect_left(ups, u)
+    if at < len(ups):
+        if runs[at] < 0 or ups[at] - runs[at] > u:
+            return None
+        down = downs[at] - (ups[at] - u)
+        return Translation(u, down, Status.EXACT) if view.start <= down < view.end else None
+    last = len(ups) - 1
+    if u == ups[last] + 1 and runs[last] >= 0 and view.start <= downs[last] < view.end:
+        return Translation(u, downs[last] + 1, Status.EXACT)
+    return None
 
 
 def translate_exact(u: int, view: PartitionView, probe: Probe) -> Translation | None:

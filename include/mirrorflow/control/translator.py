@@ -7,7 +7,8 @@ for the pass (probe.py), so many groups on one partition cost little more than o
 
 Two kinds of topics translate:
 - forward: topics the flow replicates (`orders` on X is `X.orders` on Y), through the dense
-  syncs and the provenance headers of this flow's records on Y (translate.translate_exact), or
+  syncs: by arithmetic inside a run a sync states (translate.translate_by_runs), else confirmed
+  by the provenance headers of this flow's records on Y (translate.translate_exact), or
   MM2's rule when the flow writes no provenance headers; where this flow's records on Y turn
   out not to be in source order (an at-least-once re-copy), from one read of the partition
   (translate.translate_scanned);
@@ -37,9 +38,9 @@ from mirrorflow.control.translate import (
     PartitionView,
     ScanIndex,
     Status,
-    SyncRun,
     Translation,
     translate_back,
+    translate_by_runs,
     translate_exact,
     translate_mm2_copy,
     translate_mm2_rule,
@@ -255,8 +256,8 @@ class Translator:
         """Read ahead, in one batched read, the target records the coming translations of
         these (topic, partition, offset) will probe first: the record the nearest offset-sync
         points to (which says who copied the partition, see _copied_by_mm2), where the exact
-        search starts too. Partitions already read, and translations that need no probe, cost
-        nothing."""
+        search starts too. Partitions already read, and translations that need no probe (a sync
+        names the offset, or a run the copy stated holds it), cost nothing."""
         probes = []
         for topic, partition, offset in wanted:
             route = self.route(topic)
@@ -266,6 +267,10 @@ class Translator:
             syncs = self.syncs.run(topic, partition)
             if bounds is None or not syncs.ups:
                 continue
+            if syncs.downs[-1] < bounds[1] and translate_by_runs(
+                offset, PartitionView(syncs, None, bounds[0], bounds[1])
+            ):
+                continue  # the copy's stated run answers it without a read
             down = syncs.downs[max(0, bisect_right(syncs.ups, offset) - 1)]
             if bounds[0] <= down < bounds[1]:
                 origin = Origin(self.flow.source, topic, partition)
@@ -315,15 +320,17 @@ class Translator:
             # Records below the floor came from an earlier incarnation of the source topic.
             start = max(start, stored.floor)
         syncs = self.syncs.run(topic, partition)
-        if syncs.downs and syncs.downs[-1] >= end:
+        trimmed = bool(syncs.downs) and syncs.downs[-1] >= end
+        if trimmed:
             # Syncs past the partition's end (the remote topic was deleted and created again, or
             # truncated, after they were written) point at nothing this flow copied: never used.
-            keep = bisect_left(syncs.downs, end)
-            syncs = SyncRun(syncs.ups[:keep], syncs.downs[:keep])
+            syncs = syncs[: bisect_left(syncs.downs, end)]
         view = PartitionView(syncs, self.progress.get((topic, partition)), start, end)
         origin = Origin(self.flow.source, topic, partition)
         if not self.flow.provenance_headers_enabled:
             result = translate_mm2_rule(offset, view)
+        elif not trimmed and (proven := self._by_runs(topic, partition, remote, origin, offset, view)):
+            result = proven
         elif self._copied_by_mm2(remote, partition, origin, view, offset):
             result = translate_mm2_copy(offset, view)
             if result is None:
@@ -339,6 +346,29 @@ class Translator:
                 f"nothing of {topic}-{partition} has been replicated to {self.flow.target} by {self.flow.name}"
                 + ("" if len(view.syncs) else " (and it has no offset-syncs)")
             )
+        return result
+
+    def _in_order(self, topic: str, partition: int, remote: str, origin: Origin, start: int) -> bool:
+        """Whether nothing known says this flow's records in the partition (from `start`) are out
+        of source order: no re-copy in the syncs, no scan, no inversion seen by a probe."""
+        recopied = self.syncs.recopied_at(topic, partition)
+        return (
+            (topic, partition) not in self._scans
+            and (recopied is None or recopied <= start)
+            and self._target_prober.inverted_at(remote, partition, origin) < start
+        )
+
+    def _by_runs(
+        self, topic: str, partition: int, remote: str, origin: Origin, offset: int, view: PartitionView
+    ) -> Translation | None:
+        """The answer the copy's stated runs prove (translate.translate_by_runs), with no read of
+        the target; like the exact search's, dropped by `stale` if a probe of the same pass
+        then finds the partition's records out of order."""
+        if not self._in_order(topic, partition, remote, origin, view.start):
+            return None
+        result = translate_by_runs(offset, view)
+        if result is not None:
+            self._searched.setdefault((topic, partition), []).append(offset)
         return result
 
     def _by_provenance(

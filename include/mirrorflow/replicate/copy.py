@@ -1113,10 +1113,8 @@ class _PartitionCopy:
 
 
 def feed_runs(emitter: DenseSyncEmitter, ups: Sequence[int], downs: Sequence[int]) -> None:
-    """Give the emitter both ends of every run contiguous on both clusters, in order.
-
-    The emitter only ever emits run ends, so this yields exactly the syncs that feeding it every
-    (upstream, downstream) pair would, without a Python call per record."""
+    """Give the emitter every run contiguous on both clusters, in order: the same syncs as
+    feeding it every (upstream, downstream) pair, without a Python call per record."""
     count = len(ups)
     if count == 0:
         return
@@ -1131,9 +1129,7 @@ def feed_runs(emitter: DenseSyncEmitter, ups: Sequence[int], downs: Sequence[int
                 run_start = i
         runs.append((run_start, count - 1))
     for first, last in runs:
-        emitter.record(ups[first], downs[first])
-        if last != first:
-            emitter.record(ups[last], downs[last])
+        emitter.run(ups[first], downs[first], last - first + 1)
 
 
 def _last_copied(batch: list[Message], end: int, target: str) -> Message | None:
@@ -1190,11 +1186,15 @@ def _commit_chunk(
         span.incarnation,
     )
     producer.produce(job.progress_topic, key=key, value=value, partition=partition)
-    records = [OffsetSync(span.topic, span.partition, s.upstream, s.downstream) for s in syncs]
+    records = [(OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs]
     if job.offset_syncs_on_target and job.offset_syncs_topic:
-        for sync in records:
+        for sync, headers in records:
             producer.produce(
-                job.offset_syncs_topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0
+                job.offset_syncs_topic,
+                key=sync.key_bytes(),
+                value=sync.value_bytes(),
+                partition=0,
+                headers=headers,
             )
     if job.exactly_once or fence is not None:
         _retrying(producer.commit_transaction, watch, "commit_transaction")
@@ -1204,9 +1204,13 @@ def _commit_chunk(
         if remaining:
             raise CopyError(f"{remaining} progress/offset-sync records were not acknowledged in time")
     if sync_producer is not None:
-        for sync in records:
+        for sync, headers in records:
             sync_producer.produce(
-                job.offset_syncs_topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0
+                job.offset_syncs_topic,
+                key=sync.key_bytes(),
+                value=sync.value_bytes(),
+                partition=0,
+                headers=headers,
             )
         sync_producer.poll(0)
     result.offset_syncs += len(records)

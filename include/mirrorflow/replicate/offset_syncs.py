@@ -7,36 +7,71 @@ transaction markers, aborted records, loop-filtered records) or the target does 
 markers, records of other writers), and at every transaction boundary. Inside a run the mapping
 is exactly `down = run.down + (up - run.up)`, so a reader that sees these syncs (MM2's store
 included) loses nothing at run boundaries.
+
+Two syncs read back cannot say on their own whether they are the two ends of one run (or whether
+syncs between them were compacted away), so each sync also carries, in a record header MM2
+ignores, how many records of its run came before it (RUN_HEADER). One sync is then proof of its
+whole run, even after compaction has kept only the newest sync of a partition, and translation
+answers inside the run by arithmetic instead of reading the target.
 """
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+RUN_HEADER = "mirrorflow.run"
+"""Header of an offset-sync written by mirrorflow: a big-endian int64 `n`, saying that upstream
+offsets up-n .. up-1 were copied by the same flow to downstream offsets down-n .. down-1."""
+
+_RUN = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
 class SyncPoint:
     upstream: int
     downstream: int
+    run: int = 0
+    """Records of the same run before this one (see RUN_HEADER)."""
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [(RUN_HEADER, _RUN.pack(self.run))]
+
+
+def run_of(headers: Iterable[tuple[str, bytes | None]] | None) -> int | None:
+    """The run length a sync record's headers state, or None (MM2's syncs, or not readable)."""
+    for name, value in headers or ():
+        if name == RUN_HEADER:
+            if value is None or len(value) != _RUN.size:
+                return None
+            run = _RUN.unpack(value)[0]
+            return run if run >= 0 else None
+    return None
 
 
 @dataclass(slots=True)
 class DenseSyncEmitter:
-    """Feed (upstream, downstream) pairs of one partition in order; collect the syncs to write."""
+    """Feed the runs of one partition in order; collect the syncs to write."""
 
     _prev: SyncPoint | None = None
     _last_emitted: SyncPoint | None = None
     pending: list[SyncPoint] = field(default_factory=list)
 
     def record(self, upstream: int, downstream: int) -> None:
-        point = SyncPoint(upstream, downstream)
+        self.run(upstream, downstream, 1)
+
+    def run(self, upstream: int, downstream: int, count: int) -> None:
+        """`count` records copied from upstream.. to downstream.., consecutive on both clusters."""
         prev = self._prev
-        if prev is None:
-            self._emit(point)
-        elif upstream - prev.upstream != 1 or downstream - prev.downstream != 1:
-            self._emit(prev)
-            self._emit(point)
-        self._prev = point
+        if prev is not None and upstream == prev.upstream + 1 and downstream == prev.downstream + 1:
+            before = prev.run + 1
+        else:
+            if prev is not None:
+                self._emit(prev)
+            self._emit(SyncPoint(upstream, downstream, 0))
+            before = 0
+        self._prev = SyncPoint(upstream + count - 1, downstream + count - 1, before + count - 1)
 
     def boundary(self) -> None:
         """A transaction (or range) ends: the last copied record always gets a sync."""
