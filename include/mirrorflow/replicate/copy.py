@@ -257,6 +257,11 @@ class SharedClients:
         reusable = reusable and pooled.errors == 0
         if reusable:
             try:
+                # The copy pauses a partition it has read to the end; librdkafka keeps an
+                # application's pause through unassign, so it is lifted first.
+                assigned = pooled.consumer.assignment()
+                if assigned:
+                    pooled.consumer.resume(assigned)
                 pooled.consumer.unassign()
                 # Whatever the old assignment left queued (records, EOF events) goes now; the
                 # copy loop also ignores any record of another partition (see _PartitionCopy).
@@ -805,6 +810,11 @@ class _PartitionCopy:
             if self.job.exactly_once:
                 self.producer.begin_transaction()
             chunk = self._fill(position, exact)
+            if chunk.reached_end:
+                # Nothing more to read here: without a pause the consumer goes on fetching the
+                # partition's end (every fetch.wait.max.ms) while the chunk flushes and commits,
+                # which took 8 empty fetches per partition on a busy broker.
+                self.consumer.pause([TopicPartition(self.span.topic, self.span.partition)])
             try:
                 _flush(self.producer, self.target_watch)
                 if chunk.refused is not None:
@@ -821,6 +831,8 @@ class _PartitionCopy:
                 raise
             if downs is None:
                 _retrying(self.producer.abort_transaction, self.target_watch, "abort_transaction")
+                if chunk.reached_end:
+                    self.consumer.resume([TopicPartition(self.span.topic, self.span.partition)])
                 self.consumer.seek(TopicPartition(self.span.topic, self.span.partition, position))
                 self.result.interleaved_chunks += 1
                 exact = True
