@@ -7,6 +7,7 @@ so each test holds exactly the disorder it is about."""
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
@@ -17,6 +18,7 @@ from mirrorflow.control.translator import Translator
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.ops.failover import failover
 from mirrorflow.policy.provenance import stamp_provenance
+from mirrorflow.replicate.offset_syncs import SyncPoint
 
 from .kafkatools import create_topics, produce
 from .mirror_setup import mm2_config
@@ -61,14 +63,28 @@ def test_runs_out_of_order_are_found_by_the_probes_and_a_failover_skips_nothing(
     assert set(range(30, 100)) <= read
 
 
-def test_a_recopy_in_the_offset_syncs_sends_translation_to_the_scan(shared_clusters, unique) -> None:
+@pytest.mark.parametrize("stated", [False, True], ids=["mm2-format", "stated-runs"])
+def test_a_recopy_in_the_offset_syncs_sends_translation_to_the_scan(shared_clusters, unique, stated) -> None:
     a, b = shared_clusters[:2]
     topic = unique("recopied")
     # An at-least-once run wrote 0..59, died before recording progress past 29, and the next
-    # run copied 30..99 again: the syncs go 0->0, 59->59, then back to 30->60, 99->129.
+    # run copied 30..99 again: the syncs go 0->0, 59->59, then back to 30->60, 99->129. Their
+    # stated runs are true too, but arithmetic inside the re-copy would place a group at 45 on
+    # its second copy; the partition is out of order, so the scan answers instead.
     config = flow_with(a, b, topic, 100, [*range(60), *range(30, 100)])
-    syncs = [OffsetSync(topic, 0, up, down) for up, down in ((0, 0), (59, 59), (30, 60), (99, 129))]
-    produce(a.bootstrap, SYNCS, [{"key": s.key_bytes(), "value": s.value_bytes()} for s in syncs])
+    points = [SyncPoint(0, 0, 0), SyncPoint(59, 59, 59), SyncPoint(30, 60, 0), SyncPoint(99, 129, 69)]
+    produce(
+        a.bootstrap,
+        SYNCS,
+        [
+            {
+                "key": OffsetSync(topic, 0, p.upstream, p.downstream).key_bytes(),
+                "value": OffsetSync(topic, 0, p.upstream, p.downstream).value_bytes(),
+                "headers": p.headers() if stated else None,
+            }
+            for p in points
+        ],
+    )
     flow = config.flow("A", "B")
 
     with Translator(flow, FlowClients.resolve(flow)) as translator:

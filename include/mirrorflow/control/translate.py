@@ -25,11 +25,12 @@ A sync mirrorflow wrote states how many records of its run came before it (a hea
 ignores), so an offset inside a stated run translates by arithmetic, with no probe
 (translate_by_runs). MM2's syncs, and two consecutive syncs without it, cannot say whether they
 are the two ends of one run or the end and start of two runs (or whether syncs between them
-were compacted away), so the answer is confirmed by probes: first at the offset the run rule predicts (one probe when it holds), then by binary
-search between the bracketing syncs' downstream offsets. The search keeps two facts true: every
-flow record below `low` has source offset < u, and `found` is the first flow record at or after
-`high` (None: there is none before the end). Records of other writers in the same target
-partition (aggregation, identity active/active) are not flow records; the probe skips them.
+were compacted away), so the answer is confirmed by probes: first at the offset the run rule
+predicts (one probe when it holds), then by binary search between the bracketing syncs'
+downstream offsets. The search keeps two facts true: every flow record below `low` has source
+offset < u, and `found` is the first flow record at or after `high` (None: there is none before
+the end). Records of other writers in the same target partition (aggregation, identity
+active/active) are not flow records; the probe skips them.
 """
 
 from __future__ import annotations
