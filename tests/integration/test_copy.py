@@ -199,11 +199,11 @@ def _wait_for_progress(dst, at_least: int, proc: subprocess.Popen, timeout: floa
 @pytest.mark.parametrize("how", ["killed", "zombie"])
 def test_exactly_once_when_a_copy_dies_or_turns_zombie_mid_range(clusters, how) -> None:
     src, dst = clusters
-    total = 30_000
+    total = 10_000
     create_topics(src.bootstrap, ("big", 1))
     create_topics(dst.bootstrap, ("A.big", 1))
     produce(src.bootstrap, "big", [{"key": f"{i}".encode(), "value": b"x" * 200} for i in range(total)])
-    # Small transactions make the copy slow enough to interrupt half way.
+    # Small transactions make the copy slow enough to interrupt mid-range.
     job = make_job(src, dst, max_records=20)
     span = PartitionSpan("big", 0, "A.big", 0, total)
 
