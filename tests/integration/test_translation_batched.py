@@ -40,6 +40,16 @@ def assert_first_copies_at_or_after(bootstrap: str, remote: str, rows: list) -> 
         assert row.translation.downstream_offset == expected
 
 
+def copied(a, b, topic: str, run_id: str):
+    """`topic` on A, PARTITIONS partitions of 30 records, copied to B by one run in transactions
+    of 7 records; returns the flow's config."""
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
+    create_topics(a.bootstrap, (topic, PARTITIONS))
+    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 30)
+    replicate_once(config, "A", "B", run_id)
+    return config
+
+
 def without_stated_runs(index: SyncIndex) -> SyncIndex:
     """The same syncs as MM2's format alone holds them."""
     return SyncIndex.of(
@@ -52,10 +62,7 @@ def without_stated_runs(index: SyncIndex) -> SyncIndex:
 def test_a_pass_over_runs_the_copy_stated_reads_nothing_on_the_target(shared_clusters, unique) -> None:
     a, b, _ = shared_clusters
     topic, group = unique("stated"), unique("g")
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
-    create_topics(a.bootstrap, (topic, PARTITIONS))
-    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 30)
-    replicate_once(config, "A", "B", unique("run"))
+    config = copied(a, b, topic, unique("run"))
     commit_at(a.bootstrap, group, {(topic, p): p % 31 for p in range(PARTITIONS)})
     flow = config.flow("A", "B")
     clients = FlowClients.resolve(flow)
@@ -74,10 +81,7 @@ def test_a_pass_over_runs_the_copy_stated_reads_nothing_on_the_target(shared_clu
 def test_a_pass_over_many_partitions_probes_them_in_one_read(shared_clusters, unique) -> None:
     a, b, _ = shared_clusters
     topic, group = unique("wide"), unique("g")
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
-    create_topics(a.bootstrap, (topic, PARTITIONS))
-    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 30)
-    replicate_once(config, "A", "B", unique("run"))
+    config = copied(a, b, topic, unique("run"))
     committed = {(topic, p): 3 + p % 20 for p in range(PARTITIONS)}
     commit_at(a.bootstrap, group, committed)
     flow = config.flow("A", "B")
@@ -100,10 +104,7 @@ def test_groups_at_different_offsets_of_a_partition_share_the_read_ahead(shared_
     a, b, _ = shared_clusters
     topic, prefix = unique("spread"), unique("g")
     high, low = f"{prefix}-a-high", f"{prefix}-b-low"  # the higher group comes first
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nmirrorflow.range.max.records = 7\n")
-    create_topics(a.bootstrap, (topic, PARTITIONS))
-    produce_numbered(a.bootstrap, topic, PARTITIONS, PARTITIONS * 30)
-    replicate_once(config, "A", "B", unique("run"))
+    config = copied(a, b, topic, unique("run"))
     commit_at(a.bootstrap, high, {(topic, p): 27 for p in range(PARTITIONS)})
     commit_at(a.bootstrap, low, {(topic, p): 1 + p % 5 for p in range(PARTITIONS)})
     flow = config.flow("A", "B")

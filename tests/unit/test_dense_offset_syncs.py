@@ -3,7 +3,7 @@ from __future__ import annotations
 from mirrorflow.replicate.offset_syncs import RUN_HEADER, DenseSyncEmitter, SyncPoint, run_of
 
 
-def _feed(pairs, boundaries=()):
+def _emitted(pairs, boundaries=()) -> list[SyncPoint]:
     emitter = DenseSyncEmitter()
     out = []
     for i, (up, down) in enumerate(pairs):
@@ -13,7 +13,11 @@ def _feed(pairs, boundaries=()):
             out.extend(emitter.drain())
     emitter.boundary()
     out.extend(emitter.drain())
-    return [(p.upstream, p.downstream) for p in out]
+    return out
+
+
+def _feed(pairs, boundaries=()):
+    return [(p.upstream, p.downstream) for p in _emitted(pairs, boundaries)]
 
 
 def test_contiguous_run_gets_a_sync_at_each_end() -> None:
@@ -50,16 +54,7 @@ def test_every_replicated_offset_is_exactly_derivable_from_the_syncs() -> None:
 
 
 def _points(pairs, boundaries=()):
-    emitter = DenseSyncEmitter()
-    out = []
-    for i, (up, down) in enumerate(pairs):
-        emitter.record(up, down)
-        if i in boundaries:
-            emitter.boundary()
-            out.extend(emitter.drain())
-    emitter.boundary()
-    out.extend(emitter.drain())
-    return [(p.upstream, p.downstream, p.run) for p in out]
+    return [(p.upstream, p.downstream, p.run) for p in _emitted(pairs, boundaries)]
 
 
 def test_each_sync_says_how_many_records_of_its_run_came_before_it() -> None:

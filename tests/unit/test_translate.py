@@ -134,6 +134,19 @@ def gappy_source(rng: random.Random, count: int) -> list[int]:
     return offsets
 
 
+def random_copy(rng: random.Random) -> tuple[list[int], ModelPartition]:
+    """A gappy source copied in random chunks among other writers' and aborted records."""
+    source = gappy_source(rng, rng.randrange(1, 400))
+    model = copy_model(
+        source,
+        chunk=rng.randrange(1, 60),
+        foreign_every=rng.choice([0, 0, 2, 5]),
+        aborted_after={rng.randrange(len(source)) for _ in range(3)},
+        processed_to=source[-1] + rng.randrange(0, 4),
+    )
+    return source, model
+
+
 def test_a_sync_that_names_the_offset_needs_no_probe() -> None:
     model = copy_model(list(range(100)), chunk=30)
     assert (30, 31) in model.syncs
@@ -206,14 +219,7 @@ def test_records_removed_by_target_retention_are_not_translated_to() -> None:
 @pytest.mark.parametrize("seed", range(25))
 def test_random_partitions_with_random_syncs_lost_match_the_definition(seed: int) -> None:
     rng = random.Random(seed)
-    source = gappy_source(rng, rng.randrange(1, 400))
-    model = copy_model(
-        source,
-        chunk=rng.randrange(1, 60),
-        foreign_every=rng.choice([0, 0, 2, 5]),
-        aborted_after={rng.randrange(len(source)) for _ in range(3)},
-        processed_to=source[-1] + rng.randrange(0, 4),
-    )
+    source, model = random_copy(rng)
     kept = [s for s in model.syncs if rng.random() < rng.choice([0.0, 0.3, 1.0])]
     probe_budget = 2 * model.end.bit_length() + 2
     for u in range(0, source[-1] + 8):
@@ -253,14 +259,7 @@ def test_a_stated_run_does_not_answer_into_deleted_records() -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_stated_runs_answer_as_the_definition_or_not_at_all(seed: int) -> None:
     rng = random.Random(seed)
-    source = gappy_source(rng, rng.randrange(1, 400))
-    model = copy_model(
-        source,
-        chunk=rng.randrange(1, 60),
-        foreign_every=rng.choice([0, 0, 2, 5]),
-        aborted_after={rng.randrange(len(source)) for _ in range(3)},
-        processed_to=source[-1] + rng.randrange(0, 4),
-    )
+    source, model = random_copy(rng)
     everything = rng.random() < 0.3
     kept = [
         s for i, s in enumerate(model.syncs) if everything or i == len(model.syncs) - 1 or rng.random() < 0.5
