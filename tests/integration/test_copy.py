@@ -11,15 +11,23 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from localkafka.compaction import compact
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import read_provenance
-from mirrorflow.replicate.copy import CopyJob, copy_unit
-from mirrorflow.replicate.plan import PartitionSpan
-from mirrorflow.replicate.progress import read_progress
+from mirrorflow.replicate import copy
+from mirrorflow.replicate.copy import (
+    CopyJob,
+    SharedClients,
+    copy_unit,
+    copy_units,
+    partition_transactional_id,
+    transactional_id,
+)
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, writer_slot
+from mirrorflow.replicate.progress import progress_record, read_progress, read_progress_entries
 
 from .kafkatools import create_topics, produce, read_all
 
@@ -228,6 +236,117 @@ def test_exactly_once_when_a_copy_dies_or_turns_zombie_mid_range(clusters, how) 
     assert [read_provenance(r.headers).source_offset for r in target] == list(range(total))
     assert [r.key for r in target] == [f"{i}".encode() for i in range(total)]
     assert read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")[("big", 0)] == total - 1
+
+
+SLOT_COPY = """
+import pickle, sys
+from mirrorflow.replicate.copy import SharedClients, copy_units
+job, spans = pickle.load(sys.stdin.buffer)
+with SharedClients(job) as shared:
+    results = copy_units(job, spans, shared)
+sys.stdout.buffer.write(pickle.dumps([(r.partition, r.topic, r.records, r.error) for r in results]))
+"""
+
+
+def _same_slot_topics(prefix: str, count: int) -> list[str]:
+    """Topics whose partition 0 share one writer slot."""
+    by_slot: dict[int, list[str]] = {}
+    n = 0
+    while True:
+        name = f"{prefix}{n}"
+        n += 1
+        names = by_slot.setdefault(writer_slot(name, 0), [])
+        names.append(name)
+        if len(names) == count:
+            return names
+
+
+def test_a_zombie_worker_is_fenced_for_every_partition_of_its_slot(clusters) -> None:
+    """A worker copies a slot's partitions one after another with one producer. Paused (a
+    zombie: a stalled executor, a long GC) while a newer writer copies the same partitions, it
+    wakes fenced: it aborts, and copies nothing more, neither of the partition it was in nor
+    of the slot's partitions still to come."""
+    src, dst = clusters
+    total = 2000
+    topics = _same_slot_topics("slotted", 3)
+    create_topics(src.bootstrap, *((t, 1) for t in topics))
+    create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
+    for topic in topics:
+        produce(src.bootstrap, topic, [{"key": f"{i}".encode(), "value": b"x" * 100} for i in range(total)])
+    job = make_job(src, dst, max_records=20)
+    spans = [PartitionSpan(t, 0, f"A.{t}", 0, total) for t in topics]
+
+    zombie = subprocess.Popen(
+        [sys.executable, "-c", SLOT_COPY], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    zombie.stdin.write(pickle.dumps((job, spans)))
+    zombie.stdin.close()
+    deadline = time.monotonic() + 60
+    while read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A").get((topics[0], 0), -1) < 200:
+        assert zombie.poll() is None and time.monotonic() < deadline, "the copy did not get going"
+        time.sleep(0.05)
+    zombie.send_signal(signal.SIGSTOP)
+    try:
+        with SharedClients(job) as shared:
+            results = copy_units(job, spans, shared)
+        assert [(r.topic, r.error) for r in results] == [(t, None) for t in topics]
+        assert results[0].resumed_from > 0
+    finally:
+        os.kill(zombie.pid, signal.SIGCONT)
+    assert zombie.wait(120) == 0
+    woke = pickle.loads(zombie.stdout.read())
+    assert woke[0][3] is not None and woke[0][3].startswith("fenced: another writer took over"), woke
+    assert all(error is not None and error.startswith("fenced:") for *_, error in woke[1:]), woke
+    assert [records for _, _, records, _ in woke[1:]] == [0, 0], woke
+    for topic in topics:
+        target = read_all(dst.bootstrap, f"A.{topic}")
+        assert [r.key for r in target] == [f"{i}".encode() for i in range(total)], topic
+    stored = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
+    assert {t: stored[(t, 0)] for t in topics} == {t: total - 1 for t in topics}
+
+
+@pytest.mark.parametrize("older", ["transactional id per partition", "another slot count"])
+def test_a_writer_of_an_older_mirrorflow_is_fenced_before_the_copy(clusters, older) -> None:
+    """A partition whose progress was not written under this mirrorflow's writer slots may still
+    have a writer of an older mirrorflow (a transactional.id per partition, or a slot of another
+    slot count) with a transaction open. The copy fences that id too before it settles progress:
+    the old writer's commit then fails instead of landing its chunk a second time."""
+    src, dst = clusters
+    total = 100
+    topic = f"older-{older.split()[0]}"
+    create_topics(src.bootstrap, (topic, 1))
+    create_topics(dst.bootstrap, (f"A.{topic}", 1))
+    produce(src.bootstrap, topic, [{"key": f"{i}".encode(), "value": b"v%d" % i} for i in range(total)])
+    if older == "another slot count":
+        slots, old_id = 16, transactional_id("A", "B", topic, 0, 16)
+    else:
+        slots, old_id = 0, partition_transactional_id("A", "B", topic, 0)
+    writer = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": old_id})
+    writer.init_transactions(30)
+    if slots:
+        # An earlier chunk committed, its progress naming the writer's slot count.
+        writer.begin_transaction()
+        for i in range(10):
+            writer.produce(f"A.{topic}", b"v%d" % i, f"{i}".encode(), 0)
+        key, value, home = progress_record("A", topic, 0, 9, 25, "", slots)
+        writer.produce(PROGRESS, value, key, home)
+        writer.commit_transaction(30)
+    first = 10 if slots else 0
+    writer.begin_transaction()
+    for i in range(first, first + 10):
+        writer.produce(f"A.{topic}", b"v%d" % i, f"{i}".encode(), 0)
+    assert writer.flush(30) == 0
+
+    fenced = copy.older_writers_fenced
+    result = copy_unit(make_job(src, dst), PartitionSpan(topic, 0, f"A.{topic}", 0, total))
+    assert result.ok and result.resumed_from == first, result.error
+    assert copy.older_writers_fenced == fenced + 1
+    with pytest.raises(KafkaException) as caught:
+        writer.commit_transaction(30)
+    assert caught.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+    assert [r.value for r in read_all(dst.bootstrap, f"A.{topic}")] == [b"v%d" % i for i in range(total)]
+    stored = read_progress_entries({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")[(topic, 0)]
+    assert (stored.offset, stored.slots) == (total - 1, COPY_SLOTS)
 
 
 def test_at_least_once_duplicates_are_bounded_by_one_chunk(clusters) -> None:

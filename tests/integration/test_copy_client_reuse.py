@@ -14,7 +14,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.replicate import copy, runner, runs, service
 from mirrorflow.replicate.copy import SharedClients, copy_unit
-from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 
 from .kafkatools import create_topics, produce, read_all, read_topic
@@ -171,19 +171,25 @@ class _Lines(logging.Handler):
 
 
 @pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
-def test_a_partitions_new_producer_starts_its_transactions_without_librdkafkas_timer(
+def test_a_worker_opens_one_writer_per_slot_and_none_per_partition(
     shared_clusters, unique, exactly_once
 ) -> None:
-    """Each partition's copy initialises a producer with the partition's transactional.id. Called
-    right after the first Metadata answer, init_transactions found "no brokers available for
-    Transactions" (librdkafka has closed the bootstrap connection and not yet opened the named
-    broker's) for about one partition in seven, and waited out a 500 ms timer each time."""
+    """A worker's partitions with work share their writer slot's transactional producer: 30
+    partitions with one new record each cost one producer per slot, not 30. The first copy of a
+    partition with no progress also fences the id an older mirrorflow wrote it under (one per
+    partition), once; progress then records the slot count and later runs fence nothing more.
+
+    Each new producer starts its transactions without librdkafka's 500 ms timer: called right
+    after the first Metadata answer, init_transactions found "no brokers available for
+    Transactions" (the bootstrap connection closed, the named broker's not yet open) for about
+    one producer in seven."""
     src, dst, _ = shared_clusters
     topic, progress = unique("eager"), unique("progress")
     create_topics(dst.bootstrap, (progress, 25, {"cleanup.policy": "compact"}))
     create_topics(src.bootstrap, (topic, 30))
     create_topics(dst.bootstrap, (f"A.{topic}", 30))
-    produce(src.bootstrap, topic, [{"value": b"v%d" % p, "partition": p} for p in range(30)])
+    slots = {writer_slot(topic, p) for p in range(30)}
+    assert len(slots) > 20
     lines = _Lines()
     librdkafka = logging.getLogger(f"test.librdkafka.{uuid.uuid4().hex}")
     librdkafka.addHandler(lines)
@@ -197,13 +203,23 @@ def test_a_partitions_new_producer_starts_its_transactions_without_librdkafkas_t
         exactly_once=exactly_once,
         target_producer={"bootstrap.servers": dst.bootstrap, "debug": "eos", "logger": librdkafka},
     )
-    with SharedClients(job) as shared:
-        for p in range(30):
-            result = copy_unit(job, PartitionSpan(topic, p, f"A.{topic}", 0, 1), shared)
-            assert result.ok and result.records == 1, result.error
+    for run in range(2):
+        produce(src.bootstrap, topic, [{"value": b"v%d-%d" % (p, run), "partition": p} for p in range(30)])
+        opened, fenced = copy.writers_opened, copy.older_writers_fenced
+        spans = [PartitionSpan(topic, p, f"A.{topic}", run, run + 1, progress=run - 1) for p in range(30)]
+        results = runner.copy_slice(job, spans)
+        assert [(r.partition, r.ok, r.records) for r in results] == [(p, True, 1) for p in range(30)], [
+            r.error for r in results
+        ]
+        assert copy.writers_opened - opened == len(slots)
+        assert copy.older_writers_fenced - fenced == (30 if run == 0 else 0)
+    # The writers' producers (librdkafka hands a client's log lines over in poll(), and the
+    # producers that only fence older ids are never polled).
     inits = [line for line in lines.lines if "init_transactions return at" in line]
-    assert len(inits) == 30, len(inits)
+    assert len(inits) == 2 * len(slots), len(inits)
     stalled = [line for line in lines.lines if "No brokers available for Transactions" in line]
     assert stalled == []
     copied = read_topic(dst.bootstrap, f"A.{topic}", 30)
-    assert {p: [r.value for r in copied[p]] for p in range(30)} == {p: [b"v%d" % p] for p in range(30)}
+    assert {p: [r.value for r in copied[p]] for p in range(30)} == {
+        p: [b"v%d-0" % p, b"v%d-1" % p] for p in range(30)
+    }

@@ -132,10 +132,12 @@ def test_progress_is_stored_as_connect_source_offsets_java_can_read(shared_clust
         holding = {where[1] for where, recs in stored.items() for _, k, _ in recs if k == key}
         assert holding == {java_partition}, key
         values = [v for _, k, v in stored[(progress_topic, java_partition)] if k == key]
-        # Connect's JSON of the last replicated upstream offset, with the topic incarnations
-        # mirrorflow adds (MirrorSourceTask reads only "offset"; tests/mm2 runs MM2 on it).
+        # Connect's JSON of the last replicated upstream offset, with the topic incarnations and
+        # the writer slot count mirrorflow adds (MirrorSourceTask reads only "offset"; tests/mm2
+        # runs MM2 on it).
         assert re.fullmatch(
-            rb'\{"offset":3,"mirrorflow\.incarnation":"[A-Za-z0-9+/=]+,[A-Za-z0-9+/=]+"\}', values[-1]
+            rb'\{"offset":3,"mirrorflow\.incarnation":"[A-Za-z0-9+/=]+,[A-Za-z0-9+/=]+","mirrorflow\.slots":256\}',
+            values[-1],
         )
 
 

@@ -47,6 +47,7 @@ from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import stamp_provenance
 from mirrorflow.replicate.copy import transactional_id
+from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import progress_record, read_progress, read_progress_entries
 
 from ..integration.kafkatools import Rec, create_topics, read_topic
@@ -421,7 +422,7 @@ def write_chunk(
         for r in records
     ]
     key, value, home = progress_record(
-        "A", topic, partition, records[-1].offset, PROGRESS_PARTITIONS, incarnation
+        "A", topic, partition, records[-1].offset, PROGRESS_PARTITIONS, incarnation, COPY_SLOTS
     )
     writes.append((PROGRESS, home, key, value, None, 0))
     writer = subprocess.Popen(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from mirrorflow.replicate.plan import PartitionSpan, Plan
+import zlib
+
+from mirrorflow.replicate.plan import COPY_SLOTS, SLICE_UNIT_COST, PartitionSpan, Plan, writer_slot
 
 
 def _plan(spans, tasks_max=2, max_records=100):
@@ -38,11 +40,41 @@ def test_units_keep_spans_whose_progress_must_move() -> None:
     assert plan.units() == [busy, expired, latest_reset]
 
 
-def test_slices_deal_round_robin_and_never_split_a_partition() -> None:
-    spans = [PartitionSpan("t", p, "A.t", 0, 10) for p in range(5)]
-    slices = _plan(spans, tasks_max=2).slices()
-    assert [[s.partition for s in sl] for sl in slices] == [[0, 2, 4], [1, 3]]
-    assert len(_plan(spans, tasks_max=10).slices()) == 5
+def test_slices_keep_each_writer_slot_on_one_worker_and_balance_the_work() -> None:
+    spans = [PartitionSpan("t", p, "A.t", 0, 10 * (p % 7)) for p in range(600)]
+    slices = _plan(spans, tasks_max=3).slices()
+    assert len(slices) == 3
+    dealt = [s for sl in slices for s in sl]
+    assert sorted(dealt, key=lambda s: s.partition) == [s for s in spans if s.pending > 0]
+    # A slot's partitions share a transactional.id: they never go to two workers.
+    homes: dict[int, set[int]] = {}
+    for worker, sl in enumerate(slices):
+        assert sl == sorted(sl, key=lambda s: (s.topic, s.partition))
+        for span in sl:
+            homes.setdefault(writer_slot(span.topic, span.partition), set()).add(worker)
+    assert all(len(workers) == 1 for workers in homes.values())
+    assert len(homes) > 200  # 514 busy partitions spread over most of the 256 slots
+    loads = [sum(s.pending + SLICE_UNIT_COST for s in sl) for sl in slices]
+    biggest_slot = max(
+        sum(
+            s.pending + SLICE_UNIT_COST
+            for s in spans
+            if s.pending and writer_slot(s.topic, s.partition) == slot
+        )
+        for slot in homes
+    )
+    assert max(loads) - min(loads) <= biggest_slot, loads
+    # Never more workers than slots with work, nor than tasks.max.
+    assert len(_plan(spans[:5], tasks_max=10).slices()) == len({writer_slot("t", p) for p in range(1, 5)})
+    assert len(_plan(spans, tasks_max=1).slices()) == 1
+
+
+def test_writer_slots_are_a_fixed_hash_of_topic_and_partition() -> None:
+    # CRC-32 of "<topic>\0<partition>": every process, run and version agrees (no PYTHONHASHSEED).
+    assert [writer_slot("orders", p) for p in range(4)] == [
+        zlib.crc32(b"orders\0%d" % p) % COPY_SLOTS for p in range(4)
+    ]
+    assert all(0 <= writer_slot(f"t{i}", i) < COPY_SLOTS for i in range(1000))
 
 
 def test_plan_round_trips_through_json() -> None:

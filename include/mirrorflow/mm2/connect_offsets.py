@@ -259,26 +259,28 @@ def _parse_json(part: str, data: bytes | bytearray | memoryview) -> object:
 
 
 INCARNATION_KEY = "mirrorflow.incarnation"
+SLOTS_KEY = "mirrorflow.slots"
 
 
-def encode_offset_value(offset: int | None, incarnation: str = "") -> bytes | None:
+def encode_offset_value(offset: int | None, incarnation: str = "", slots: int = 0) -> bytes | None:
     """`{"offset":N}`, or None for the tombstone that deletes the stored offset.
 
     mirrorflow adds `"mirrorflow.incarnation":"<source topic id>,<remote topic id>"` when it
-    knows them: the topic incarnations the offset was copied between. MirrorSourceTask reads
-    only `offset` from the map (MirrorUtils.unwrapOffset), so MM2 continues from it unchanged,
-    and the value it writes back has no incarnation (which mirrorflow then does not check)."""
+    knows them: the topic incarnations the offset was copied between; and `"mirrorflow.slots":S`
+    when its writer's transactional.id was that of one of S writer slots (see replicate.copy).
+    MirrorSourceTask reads only `offset` from the map (MirrorUtils.unwrapOffset), so MM2
+    continues from it unchanged, and the value it writes back has neither (which mirrorflow
+    then reads as "written by another kind of writer")."""
     if offset is None:
         return None
     if not isinstance(offset, int) or isinstance(offset, bool) or not -(1 << 63) <= offset < (1 << 63):
         raise ValueError(f"source offset must be a Java long (64-bit int), got {offset!r}")
-    if not incarnation:
-        return b'{"offset":%d}' % offset
-    return b'{"offset":%d,"%s":%s}' % (
-        offset,
-        INCARNATION_KEY.encode(),
-        jackson_string(incarnation).encode("utf-8"),
-    )
+    value = b'{"offset":%d' % offset
+    if incarnation:
+        value += b',"%s":%s' % (INCARNATION_KEY.encode(), jackson_string(incarnation).encode("utf-8"))
+    if slots:
+        value += b',"%s":%d' % (SLOTS_KEY.encode(), slots)
+    return value + b"}"
 
 
 def decode_offset_value(value: bytes | bytearray | memoryview | None) -> int | None:
@@ -286,10 +288,11 @@ def decode_offset_value(value: bytes | bytearray | memoryview | None) -> int | N
     return decode_offset_entry(value)[0]
 
 
-def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[int | None, str]:
-    """(stored upstream offset, incarnation or "" when the writer named none)."""
+def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[int | None, str, int]:
+    """(stored upstream offset, incarnation or "" when the writer named none, the writer's
+    slot count or 0 when it named none)."""
     if value is None:
-        return None, ""
+        return None, "", 0
     parsed = _parse_json("value", value)
     if not (isinstance(parsed, dict) and "offset" in parsed):
         raise ConnectOffsetFormatError(
@@ -298,11 +301,13 @@ def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[i
     offset = parsed["offset"]
     incarnation = parsed.get(INCARNATION_KEY)
     incarnation = incarnation if isinstance(incarnation, str) else ""
+    slots = parsed.get(SLOTS_KEY)
+    slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else 0
     if offset is None:
-        return None, incarnation
+        return None, incarnation, slots
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise ConnectOffsetFormatError(f"MirrorSourceConnector offset must be an integer, got {offset!r}")
-    return offset, incarnation
+    return offset, incarnation, slots
 
 
 def resume_offset(stored_offset: int | None) -> int | None:

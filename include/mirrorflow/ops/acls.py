@@ -53,7 +53,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import KafkaCallError, admin_client
 from mirrorflow.policy import remote_topic, should_replicate_group, should_replicate_topic
-from mirrorflow.replicate.copy import transactional_id
+from mirrorflow.replicate.copy import transactional_id_prefix
 from mirrorflow.replicate.runs import RUNS_TOPIC
 
 SOURCE_TOPICS = "<each replicated topic>"
@@ -148,10 +148,10 @@ def _copy_grants(flow: FlowConfig) -> list[Grant]:
         Grant(
             "target",
             TXN,
-            transactional_id(flow.source, flow.target, "", 0)[: -len("-0")],
+            transactional_id_prefix(flow.source, flow.target),
             PREFIXED,
             WRITE,
-            "one transactional id per partition, in both delivery modes",
+            "one transactional id per writer slot, 256 per flow, in both delivery modes",
         ),
     ]
     for topic, what in ((flow.offset_storage_topic, "progress"), (RUNS_TOPIC, "run records")):

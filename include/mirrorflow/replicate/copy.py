@@ -1,9 +1,11 @@
 """Copy one source partition's span to the same partition number of its remote topic.
 
-Exactly-once (the default): the producer's transactional.id is stable per (flow, topic,
-partition), so starting a copy fences any older writer of that partition (a retried Spark task,
-a zombie, a concurrent run) and aborts its open transaction. Progress is then read back settled
-(see progress.py) and the copy resumes right after it. Each chunk of at most `max_records`
+Exactly-once (the default): the producer's transactional.id is that of the partition's writer
+slot (one of COPY_SLOTS per flow, by a hash of topic and partition), the same for every writer
+of the partition, so starting a copy fences any older writer of it (a retried Spark task, a
+zombie, a concurrent run) and aborts its open transaction. A worker copies the partitions of
+one slot one after another with one producer. Progress is then read back settled (see
+progress.py) and the copy resumes right after it. Each chunk of at most `max_records`
 offsets / `max_bytes` bytes is one transaction holding the data, the new progress and (when
 offset-syncs live on the target) the offset-syncs, so the target never holds data without its
 progress or progress without its data.
@@ -52,7 +54,7 @@ from mirrorflow.policy.provenance import (
     stamp_provenance,
 )
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter, SyncPoint
-from mirrorflow.replicate.plan import PartitionSpan
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import ProgressReader, ProgressReadError, Stored, progress_record
 
 CONSUME_BATCH = 2000
@@ -184,13 +186,33 @@ def merge_ranges(ranges: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     return out
 
 
-def transactional_id(source: str, target: str, topic: str, partition: int) -> str:
-    return f"mirrorflow-{source}->{target}-{topic}-{partition}"
+def transactional_id_prefix(source: str, target: str) -> str:
+    """What every transactional.id of a flow's copy starts with (the ACL's prefixed resource)."""
+    return f"mirrorflow-{source}->{target}-"
+
+
+def slot_transactional_id(source: str, target: str, slot: int, slots: int = COPY_SLOTS) -> str:
+    # "#" cannot appear in a topic name, so no slot's id is ever a per-partition id.
+    return f"{transactional_id_prefix(source, target)}#{slot}-of-{slots}"
+
+
+def transactional_id(source: str, target: str, topic: str, partition: int, slots: int = COPY_SLOTS) -> str:
+    """The transactional.id that writes the copy of a source partition: its slot's."""
+    return slot_transactional_id(source, target, writer_slot(topic, partition, slots), slots)
+
+
+def partition_transactional_id(source: str, target: str, topic: str, partition: int) -> str:
+    """The id a mirrorflow without writer slots wrote a partition's copy under."""
+    return f"{transactional_id_prefix(source, target)}{topic}-{partition}"
 
 
 _created_lock = threading.Lock()
 source_consumers_created = 0
 """Source consumers this process has created for copies (a measure of client set-ups)."""
+writers_opened = 0
+"""Slot writers this process has opened (each initialised a transactional producer)."""
+older_writers_fenced = 0
+"""Transactional ids of older kinds of writer this process has fenced (see _SlotWriter)."""
 
 
 class _PooledConsumer:
@@ -216,11 +238,11 @@ class _PooledConsumer:
 
 class SharedClients:
     """What one worker reuses across the partitions of its share: the progress reader (read
-    once, then kept up to date), the progress topic's partition count, the producer of
-    source-side offset-syncs (idempotent, with no identity of its own; flushed at the end of
-    each partition, which counts its own unsent syncs) and a pool of source consumers. Each
-    partition still gets its own transactional producer, whose init_transactions fences that
-    partition's older writers.
+    once, then kept up to date), the partition counts of the progress topic and of the remote
+    topics, the producer of source-side offset-syncs (idempotent, with no identity of its own;
+    flushed at the end of each partition, which counts its own unsent syncs) and a pool of
+    source consumers. Target producers belong to writer slots (see _SlotWriter): one per slot
+    the worker copies, whose init_transactions fences the slot's older writers.
 
     A source consumer copies one partition at a time: an attempt takes one from the pool
     (`source_consumer`), assigns its partition, and gives it back (`give_back`) unassigned and
@@ -237,6 +259,23 @@ class SharedClients:
         self._lock = threading.Lock()
         self._idle: list[_PooledConsumer] = []
         self.consumers_created = 0
+        self._remote_partitions: dict[str, int] = {}
+        self.large = threading.Semaphore(1)
+        """Held while a large span (see SMALL_SPAN) is copied: one at a time per worker."""
+        self.unreachable: UnitResult | None = None
+        """The first copy of the worker that found a cluster unreachable."""
+
+    def remote_partitions(self, producer: Producer, topic: str, partition: int, watch: ClusterWatch) -> int:
+        """Partitions of remote `topic`: asked once per worker, and again when `partition` is
+        beyond the count known (the plan may have grown the topic since)."""
+        with self._lock:
+            known = self._remote_partitions.get(topic)
+        if known is not None and known > partition:
+            return known
+        count = _partition_count(producer, topic, watch)
+        with self._lock:
+            self._remote_partitions[topic] = count
+        return count
 
     def source_consumer(self, watch: ClusterWatch) -> _PooledConsumer:
         """A source consumer with no assignment, reporting its errors to `watch` (the attempt's
@@ -321,13 +360,82 @@ def _close_quietly(consumer: Consumer) -> None:
         consumer.close()
 
 
+SMALL_SPAN = 10_000
+"""Spans with more pending offsets than this are "large": their copy is limited by the CPU, so a
+worker copies one at a time (see SharedClients.large), beside any number of small ones."""
+
+
 def copy_unit(job: CopyJob, span: PartitionSpan, shared: SharedClients | None = None) -> UnitResult:
-    """Copy `span`, retrying transient failures; never raises (the error is in the result).
+    """Copy `span` with a writer of its own slot; never raises (the error is in the result).
 
     `shared`: the worker's clients, when it copies more partitions than this one."""
     if shared is None:
         with SharedClients(job) as own:
-            return copy_unit(job, span, own)
+            return copy_units(job, [span], own)[0]
+    return copy_units(job, [span], shared)[0]
+
+
+def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClients) -> list[UnitResult]:
+    """Copy spans of one writer slot one after another, with one writer that the first of them
+    opens (fencing every older writer of the slot) and the rest reuse; results in `spans` order.
+
+    Once a newer writer fenced the slot, the spans left are not tried: starting another writer
+    would fence that one back, and the two would take turns. Once a copy found the source or the
+    target unreachable (here or in another thread of the worker), the spans left fail at once
+    with the same cause instead of each waiting out the same limit."""
+    slots = {writer_slot(s.topic, s.partition) for s in spans}
+    if len(slots) > 1:
+        raise ValueError(f"copy_units takes the spans of one writer slot, got slots {sorted(slots)}")
+    results: list[UnitResult] = []
+    if not spans:
+        return results
+    writer = _SlotWriter(job, slots.pop(), shared)
+    try:
+        for index, span in enumerate(spans):
+            gone = shared.unreachable
+            if gone is not None:
+                results.append(
+                    UnitResult.not_copied(
+                        span,
+                        f"not copied: {gone.error}",
+                        progress=span.progress,
+                        unreachable=gone.unreachable,
+                    )
+                )
+                continue
+            if writer.fenced is not None:
+                results.append(
+                    UnitResult.not_copied(
+                        span,
+                        f"fenced: another writer took over {span.topic}-{span.partition} (a newer attempt or a "
+                        f"concurrent run of this flow took its writer slot while this one copied "
+                        f"{writer.fenced}); not copied",
+                        progress=span.progress,
+                    )
+                )
+                continue
+            if span.pending > SMALL_SPAN:
+                with shared.large:
+                    result = _copy_with_retries(job, span, shared, writer, spans[index:])
+            else:
+                result = _copy_with_retries(job, span, shared, writer, spans[index:])
+            results.append(result)
+            if result.unreachable:
+                shared.unreachable = result
+    finally:
+        writer.close()
+    return results
+
+
+def _copy_with_retries(
+    job: CopyJob,
+    span: PartitionSpan,
+    shared: SharedClients,
+    writer: _SlotWriter,
+    left: Sequence[PartitionSpan],
+) -> UnitResult:
+    """Copy `span`, retrying transient failures (each failed attempt drops the slot's writer; the
+    next one opens it again, which fences the dropped one and settles progress anew)."""
     result = UnitResult(span.topic, span.partition, span.remote_topic, span.start, span.end)
     if span.lost:
         result.count_lost(span.start - span.lost, span.start)
@@ -338,7 +446,7 @@ def copy_unit(job: CopyJob, span: PartitionSpan, shared: SharedClients | None = 
         attempt += 1
         result.attempts = attempt
         try:
-            _copy_attempt(job, span, result, refusal, shared)
+            _copy_attempt(job, span, result, refusal, shared, writer, left)
             result.error = None
             break
         except RecordRefused as exc:
@@ -351,7 +459,7 @@ def copy_unit(job: CopyJob, span: PartitionSpan, shared: SharedClients | None = 
         except KafkaException as exc:
             error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
             result.error = _describe(exc)
-            fenced = error is not None and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+            fenced = _fenced(exc)
             if fenced or attempt == ATTEMPTS or (error is not None and error.fatal() and not fenced):
                 if fenced:
                     result.error = (
@@ -405,6 +513,11 @@ class _Refusal:
     steps: int = 0
 
 
+def _fenced(exc: KafkaException) -> bool:
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)
+
+
 def _describe(exc: KafkaException) -> str:
     error = exc.args[0] if exc.args else None
     if isinstance(error, KafkaError):
@@ -426,15 +539,15 @@ def _new_client_config(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _producer(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
+def _producer(job: CopyJob, watch: ClusterWatch, transactional: str | None) -> Producer:
     config = _new_client_config(
         {**watch.config(job.target_producer), "enable.idempotence": True, "acks": "all"}
     )
     # librdkafka refuses records above message.max.bytes (1,000,000 by default) itself, below
     # Kafka's own default limit: the target's topic limit is the one that must decide.
     config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), COPY_REQUEST_BYTES)
-    if job.exactly_once:
-        config["transactional.id"] = transactional_id(job.source, job.target, span.topic, span.partition)
+    if transactional:
+        config["transactional.id"] = transactional
     return Producer(config)
 
 
@@ -569,33 +682,132 @@ def _partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int
         time.sleep(0.1)
 
 
+class _SlotWriter:
+    """What writes one writer slot's partitions to the target for a worker: in exactly-once mode
+    a transactional producer with the slot's id; in at-least-once mode an idempotent producer
+    for the data and a transactional one with the slot's id for progress (see _fence).
+
+    Opened by the first of the slot's partitions to be copied and kept for the rest, so a busy
+    partition costs no client set-up, no InitProducerId and no coordinator lookup of its own.
+    Opening fences every older writer of the slot's partitions, then settles their progress
+    once: no older writer can commit any more. A failed attempt drops the writer; the next
+    attempt opens it again (fencing the dropped one, and settling anew)."""
+
+    def __init__(self, job: CopyJob, slot: int, shared: SharedClients) -> None:
+        self.job, self.slot, self.shared = job, slot, shared
+        self.transactional_id = slot_transactional_id(job.source, job.target, slot)
+        self.producer: Producer | None = None
+        self.fence: Producer | None = None
+        self.fenced: str | None = None
+        """The partition whose copy found the slot taken over by a newer writer."""
+
+    def open(self, spans: Sequence[PartitionSpan], watch: ClusterWatch) -> tuple[Producer, Producer | None]:
+        """(producer, at-least-once fence) for copying `spans`, the slot's partitions still to
+        copy; opened (and their progress settled) unless already open."""
+        if self.producer is not None:
+            return self.producer, self.fence
+        job, shared = self.job, self.shared
+        producer = _producer(job, watch, self.transactional_id if job.exactly_once else None)
+        fence = None
+        try:
+            # Metadata first: it brings up the broker connection, so init_transactions finds a
+            # broker at once instead of retrying on librdkafka's 500 ms timer.
+            # (Two Metadata answers before init_transactions: see _fence.)
+            shared.progress_partitions = _partition_count(producer, job.progress_topic, watch)
+            if job.exactly_once:
+                _init_transactions(producer, job.progress_topic, watch)
+            else:
+                fence = _fence(job, self.transactional_id, watch)
+        except BaseException:
+            with contextlib.suppress(KafkaException, SystemError):
+                producer.flush(0)
+            raise
+        self.producer, self.fence = producer, fence
+        global writers_opened, older_writers_fenced
+        with _created_lock:
+            writers_opened += 1
+        # Settled after the fence: no older writer of these partitions can commit any more.
+        wanted = [(s.topic, s.partition) for s in spans]
+        shared.progress.settle(wanted)
+        older = self.legacy_ids(spans)
+        if older:
+            for transactional in older:
+                _fence(job, transactional, watch)
+            with _created_lock:
+                older_writers_fenced += len(older)
+            shared.progress.settle(wanted)
+        return producer, fence
+
+    def legacy_ids(self, spans: Sequence[PartitionSpan]) -> list[str]:
+        """Other transactional ids that may still write these partitions: a partition whose
+        progress was not written under COPY_SLOTS slots (or not written at all) may have a
+        writer of an earlier mirrorflow, with a transactional.id per partition or of another
+        slot count, still alive. Fenced once: the first commit here records the slot count."""
+        job, progress = self.job, self.shared.progress
+        ids: set[str] = set()
+        for span in spans:
+            stored = progress.get(span.topic, span.partition)
+            slots = 0 if stored is None else stored.slots
+            if slots == COPY_SLOTS:
+                continue
+            if slots:
+                ids.add(transactional_id(job.source, job.target, span.topic, span.partition, slots))
+            else:
+                ids.add(partition_transactional_id(job.source, job.target, span.topic, span.partition))
+        return sorted(ids)
+
+    def discard(self, *, reachable: bool) -> None:
+        """After a failed attempt: drop what it left unsent, abort its transaction now (so
+        read_committed readers of the target are not held at it until transaction.timeout.ms)
+        and let the clients go."""
+        producer, fence = self.producer, self.fence
+        self.producer = self.fence = None
+        if producer is None:
+            return
+        # A fenced producer cannot abort: the writer that fenced it already did.
+        reachable = reachable and self.fenced is None
+        _abandon(self.job, self.transactional_id, producer, reachable=reachable)
+        if fence is not None and reachable:
+            _abort_quietly(fence, self.transactional_id)
+        # Serve what callbacks are left; the attempt's own error is what gets reported.
+        with contextlib.suppress(KafkaException, SystemError):
+            producer.flush(0)
+
+    def close(self) -> None:
+        producer = self.producer
+        self.producer = self.fence = None
+        if producer is not None:
+            with contextlib.suppress(KafkaException, SystemError):
+                served(producer.flush, CLIENT_TIMEOUT_S)
+
+
 def _copy_attempt(
-    job: CopyJob, span: PartitionSpan, result: UnitResult, refusal: _Refusal, shared: SharedClients
+    job: CopyJob,
+    span: PartitionSpan,
+    result: UnitResult,
+    refusal: _Refusal,
+    shared: SharedClients,
+    writer: _SlotWriter,
+    left: Sequence[PartitionSpan],
 ) -> None:
     source_watch, target_watch = _watches(job)
-    producer = _producer(job, span, target_watch)
-    fence: Producer | None = None
     pooled: _PooledConsumer | None = None
     sync_producer: Producer | None = None
+    producer: Producer | None = None
     succeeded = False
     target_gone = False
     try:
-        # Metadata first: it brings up the broker connection, so init_transactions finds a
-        # broker at once instead of retrying on librdkafka's 500 ms timer.
-        if _partition_count(producer, span.remote_topic, target_watch) <= span.partition:
+        producer, fence = writer.open(left, target_watch)
+        if (
+            shared.remote_partitions(producer, span.remote_topic, span.partition, target_watch)
+            <= span.partition
+        ):
             raise CopyError(
                 f"remote topic {span.remote_topic} has no partition {span.partition}; "
                 "the plan step grows remote partitions, so rerun it"
             )
-        if shared.progress_partitions is None:
-            shared.progress_partitions = _partition_count(producer, job.progress_topic, target_watch)
         progress_partitions = shared.progress_partitions
-        if job.exactly_once:
-            _init_transactions(producer, span.remote_topic, target_watch)
-        else:
-            fence = _fence(job, span, target_watch)
-        # Settled after the fence: no older writer of this partition can commit any more.
-        shared.progress.settle([(span.topic, span.partition)])
+        assert progress_partitions is not None  # writer.open found it
         stored = shared.progress.get(span.topic, span.partition)
         start = _resume_offset(span, stored)
         result.resumed_from = start
@@ -655,35 +867,34 @@ def _copy_attempt(
     except ClusterUnreachable as exc:
         target_gone = exc.alias == job.target
         raise
+    except KafkaException as exc:
+        if _fenced(exc):
+            writer.fenced = f"{span.topic}-{span.partition}"
+        raise
     finally:
         if pooled is not None:
             shared.give_back(pooled, reusable=succeeded)
         if sync_producer is not None:
             result.offset_sync_errors += shared.flush_syncs()
         if not succeeded:
-            _abandon(job, span, producer, reachable=not target_gone)
-            if fence is not None and not target_gone:
-                _abort_quietly(fence, span)
-        if succeeded:
+            writer.discard(reachable=not target_gone)
+        elif producer is not None:
             served(producer.flush, CLIENT_TIMEOUT_S)
-        else:
-            # Serve what callbacks are left; the attempt's own error is what gets reported.
-            with contextlib.suppress(KafkaException, SystemError):
-                producer.flush(0)
 
 
-def _fence(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
-    """At-least-once: the producer that writes progress (and target-side offset-syncs), with the
-    partition's transactional.id. Its init_transactions fences every older writer of the
-    partition in either mode, and a writer fenced since cannot write progress any more: two
-    writers of one partition never copy side by side for more than the chunk in flight, and a
-    writer that wakes from a pause never moves progress back. The data itself goes through the
-    idempotent producer, outside transactions."""
+def _fence(job: CopyJob, transactional: str, watch: ClusterWatch) -> Producer:
+    """A producer with the transactional.id `transactional`, initialised: every older producer
+    with that id is fenced (its open transaction aborted). At-least-once writes progress (and
+    target-side offset-syncs) through the slot's: a writer fenced since can write no progress
+    any more, so two writers of one partition never copy side by side for more than the chunk
+    in flight, and a writer that wakes from a pause never moves progress back. The data itself
+    goes through the idempotent producer, outside transactions. Also how older kinds of writer
+    are fenced (see _SlotWriter.legacy_ids)."""
     config = {
         **watch.config(job.target_producer),
         "enable.idempotence": True,
         "acks": "all",
-        "transactional.id": transactional_id(job.source, job.target, span.topic, span.partition),
+        "transactional.id": transactional,
     }
     fence = Producer(_new_client_config(config))
     # Its first Metadata request brings up the connection, the second waits for a named broker.
@@ -692,23 +903,20 @@ def _fence(job: CopyJob, span: PartitionSpan, watch: ClusterWatch) -> Producer:
     return fence
 
 
-def _abort_quietly(producer: Producer, span: PartitionSpan) -> None:
+def _abort_quietly(producer: Producer, transactional: str) -> None:
     try:
         producer.abort_transaction(ABORT_TIMEOUT_S)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
         if not (isinstance(error, KafkaError) and error.code() == KafkaError._STATE):
-            log.warning(
-                "could not abort the progress transaction of %s-%s: %s", span.topic, span.partition, exc
-            )
+            log.warning("could not abort the progress transaction of %s: %s", transactional, exc)
 
 
-def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer, *, reachable: bool) -> None:
-    """Drop what a failed attempt left unsent and abort its transaction now, so read_committed
-    readers of the target are not held at the open transaction until transaction.timeout.ms.
-    When the producer was fenced or hit a fatal error it cannot abort; the writer that fenced it
-    (or the coordinator, at the timeout) already did. Nor can it when the target is unreachable:
-    the coordinator aborts the transaction at its timeout."""
+def _abandon(job: CopyJob, transactional: str, producer: Producer, *, reachable: bool) -> None:
+    """Drop what a failed attempt left unsent and abort its transaction now. When the producer
+    was fenced or hit a fatal error it cannot abort; the writer that fenced it (or the
+    coordinator, at the timeout) already did. Nor can it when the target is unreachable: the
+    coordinator aborts the transaction at its timeout."""
     producer.purge()
     if not job.exactly_once or not reachable:
         return
@@ -719,10 +927,8 @@ def _abandon(job: CopyJob, span: PartitionSpan, producer: Producer, *, reachable
         if isinstance(error, KafkaError) and error.code() == KafkaError._STATE:
             return  # no transaction was open
         log.warning(
-            "could not abort the open transaction of %s-%s (%s); the broker aborts it after "
-            "transaction.timeout.ms",
-            span.remote_topic,
-            span.partition,
+            "could not abort the open transaction of %s (%s); the broker aborts it after transaction.timeout.ms",
+            transactional,
             exc,
         )
 
@@ -1196,6 +1402,7 @@ def _commit_chunk(
         progress,
         progress_partitions,
         span.incarnation,
+        COPY_SLOTS,
     )
     producer.produce(job.progress_topic, key=key, value=value, partition=partition)
     records = [(OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs]

@@ -1,16 +1,35 @@
 """What one run copies: per source partition, a span [start, end) cut into bounded ranges.
 
 A plan is data only (JSON in the runs topic and in XCom). The ranges of one partition must be
-copied in order by one writer, because the target keeps source order and the transactional id
-is per partition; so work is handed out per partition ("units"), dealt round-robin over at most
-`tasks.max` workers as MM2 deals partitions over its tasks.
+copied in order by one writer, because the target keeps source order; so work is handed out per
+partition ("units"), and the units of one writer slot (which share a transactional.id, see
+copy.COPY_SLOTS) to one of at most `tasks.max` workers.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
+
+COPY_SLOTS = 256
+"""Writer slots per flow. A source partition's copy is written under the transactional.id of
+its slot, one of COPY_SLOTS fixed by a hash of (topic, partition): every writer of a partition,
+whichever run, task or attempt it belongs to, uses the same id, so each new writer fences the
+older ones (zombies, a concurrent run) as a per-partition id would, while one producer copies
+all the partitions of a slot that a worker holds, one after another. Fixed, not derived from
+tasks.max: changing it moves partitions to other ids, which must then be fenced as well (see
+copy._SlotWriter.legacy_ids); progress records say which scheme wrote them."""
+
+
+def writer_slot(topic: str, partition: int, slots: int = COPY_SLOTS) -> int:
+    """The writer slot of a source partition (stable across processes and versions: CRC-32)."""
+    return zlib.crc32(b"%s\0%d" % (topic.encode(), partition)) % slots
+
+
+SLICE_UNIT_COST = 1000
+"""What a partition's copy costs a worker beside its records, in offsets: a few requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +109,25 @@ class Plan:
         return [s for s in self.spans if s.pending > 0 or s.progress < s.start - 1 or s.restarted]
 
     def slices(self) -> list[list[PartitionSpan]]:
-        """Units dealt round-robin over min(tasks.max, units) workers, in (topic, partition) order."""
-        units = sorted(self.units(), key=lambda s: (s.topic, s.partition))
-        workers = max(1, min(self.tasks_max, len(units)))
+        """Units over min(tasks.max, writer slots) workers, each slot's units to one worker (its
+        units share a transactional.id, see copy.COPY_SLOTS): the slot with the most work goes
+        to the worker with the least so far (a partition counts as SLICE_UNIT_COST offsets on
+        top of its pending ones); within a worker, units in (topic, partition) order."""
+        slots: dict[int, list[PartitionSpan]] = {}
+        for unit in self.units():
+            slots.setdefault(writer_slot(unit.topic, unit.partition), []).append(unit)
+        workers = max(1, min(self.tasks_max, len(slots)))
         dealt: list[list[PartitionSpan]] = [[] for _ in range(workers)]
-        for i, unit in enumerate(units):
-            dealt[i % workers].append(unit)
-        return [d for d in dealt if d]
+        loads = [0] * workers
+
+        def cost(units: list[PartitionSpan]) -> int:
+            return sum(u.pending + SLICE_UNIT_COST for u in units)
+
+        for _, units in sorted(slots.items(), key=lambda item: (-cost(item[1]), item[0])):
+            least = min(range(workers), key=lambda w: (loads[w], w))
+            dealt[least].extend(units)
+            loads[least] += cost(units)
+        return [sorted(d, key=lambda s: (s.topic, s.partition)) for d in dealt if d]
 
     def summary(self) -> dict[str, dict[str, int]]:
         """Per remote topic: partitions, pending offsets, ranges and offsets lost to retention."""

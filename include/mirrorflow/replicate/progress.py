@@ -16,15 +16,16 @@ run reads each record of the topic once, however many partitions it copies.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.kafka import POLL_S, reader, watermarks
+from mirrorflow.kafka import ASK_AGAIN, ATTEMPT_S, LEADER_GONE, POLL_S, reader
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
@@ -48,6 +49,9 @@ class Stored:
 
     offset: int
     incarnation: str = ""
+    slots: int = 0
+    """The writer slots of the copy that wrote it (see replicate.copy.COPY_SLOTS); 0 when the
+    writer named none (MM2, or a mirrorflow that wrote with a transactional.id per partition)."""
 
     @property
     def floor(self) -> int:
@@ -77,11 +81,18 @@ def split_incarnation(text: str) -> tuple[str, str, int]:
 
 
 def progress_record(
-    source_alias: str, topic: str, partition: int, offset: int, num_partitions: int, incarnation: str = ""
+    source_alias: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    num_partitions: int,
+    incarnation: str = "",
+    slots: int = 0,
 ):
     """(key, value, partition) of the progress record for one source partition."""
     key = SourceOffsetKey(cluster=source_alias, topic=topic, partition=partition)
-    return key.key_bytes(), encode_offset_value(offset, incarnation), key.offsets_partition(num_partitions)
+    value = encode_offset_value(offset, incarnation, slots)
+    return key.key_bytes(), value, key.offsets_partition(num_partitions)
 
 
 def read_progress(
@@ -121,9 +132,9 @@ class ProgressReader:
     """A source cluster's progress, read once and then kept up to date: the reader remembers
     how far it has read each offsets-topic partition and only reads what was added since.
 
-    A copy worker holds one for its whole share of partitions. After fencing a partition it
-    calls `settle` for that partition, which costs one watermark request and the records
-    written since the last call, not a read of the topic from its start: a run's cost grows
+    A copy worker holds one for its whole share of partitions. After fencing a writer slot it
+    calls `settle` for that slot's partitions, which costs one batched ListOffsets call and the
+    records written since the last call, not a read of the topic from its start: a run's cost grows
     with its partitions, not with their square. Partitions are assigned only while a settle
     reads them, so an idle reader sends no fetches.
     """
@@ -203,12 +214,58 @@ class ProgressReader:
         # transaction holds back, and a read up to it would not wait at all.
         if self._uncommitted is None:
             self._uncommitted = reader(self._config, isolation="read_uncommitted")
-        marks = {p: watermarks(self._uncommitted, self.topic, p, timeout_s=30) for p in sorted(partitions)}
-        for p, (low, _) in marks.items():
-            self._next[p] = max(self._next.get(p, low), low)
-        targets = {p: high for p, (_, high) in marks.items() if high > self._next[p]}
+        # One ListOffsets call for all of them (a request per leader), and the earliest offsets
+        # only for partitions never read: a slot of a copy worker settles dozens at a time.
+        wanted = sorted(partitions)
+        highs = self._list_offsets(wanted, OFFSET_END)
+        new = [p for p in wanted if p not in self._next]
+        if new:
+            self._next.update(self._list_offsets(new, OFFSET_BEGINNING))
+        targets = {p: high for p, high in highs.items() if high > self._next[p]}
         if targets:
             self._read_until(targets)
+
+    def _list_offsets(self, partitions: list[int], which: int) -> dict[int, int]:
+        """Latest (OFFSET_END, as a read_uncommitted reader sees it) or earliest
+        (OFFSET_BEGINNING) offsets of progress partitions, in one batched ListOffsets call;
+        partitions whose leader answers "ask again" or not at all are asked again, together."""
+        assert self._uncommitted is not None
+        deadline = time.monotonic() + 30
+        out: dict[int, int] = {}
+        asking = partitions
+        while asking:
+            attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+            again: list[int] = []
+            try:
+                answers = self._uncommitted.offsets_for_times(
+                    [TopicPartition(self.topic, p, which) for p in asking], timeout=attempt
+                )
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if not (isinstance(error, KafkaError) and _ask_again(error)):
+                    raise
+                again = asking
+            else:
+                for answer in answers:
+                    error = answer.error
+                    if error is not None and not _ask_again(error):
+                        raise KafkaException(error)
+                    if error is not None or answer.offset < 0:
+                        again.append(answer.partition)
+                    else:
+                        out[answer.partition] = answer.offset
+            if again and time.monotonic() > deadline:
+                raise ProgressReadError(
+                    f"the leaders of progress topic {self.topic} partitions {sorted(again)} gave no "
+                    "offsets for 30s"
+                )
+            if again:
+                # librdkafka asks the leader it knows; a metadata request shows it a new one.
+                with contextlib.suppress(KafkaException):
+                    self._uncommitted.list_topics(self.topic, timeout=attempt)
+                time.sleep(POLL_S)
+            asking = again
+        return out
 
     def _offsets_partition(self, where: tuple[str, int], count: int) -> int:
         """Remembered: a watcher settles the same 20,000 keys every few seconds, and hashing
@@ -273,6 +330,10 @@ class ProgressReader:
             consumer.incremental_unassign(assigned)
 
 
+def _ask_again(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in LEADER_GONE or error.code() in ASK_AGAIN
+
+
 def _apply(
     found: dict[tuple[str, int], Stored], key: bytes | None, value: bytes | None, source_alias: str
 ) -> None:
@@ -284,10 +345,10 @@ def _apply(
         return
     where = (parsed.topic, parsed.partition)
     try:
-        offset, incarnation = decode_offset_entry(value)
+        offset, incarnation, slots = decode_offset_entry(value)
     except ConnectOffsetFormatError:
         return
     if offset is None:
         found.pop(where, None)
     else:
-        found[where] = Stored(offset, incarnation)
+        found[where] = Stored(offset, incarnation, slots)

@@ -16,8 +16,8 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import admin_client, list_offsets
-from mirrorflow.replicate import runs
-from mirrorflow.replicate.copy import CopyJob, SharedClients, UnitResult, copy_unit
+from mirrorflow.replicate import copy, runs
+from mirrorflow.replicate.copy import CopyJob, SharedClients, UnitResult, copy_units
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
@@ -44,50 +44,43 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
     )
 
 
-# A worker copies partitions with few pending offsets side by side: their time goes to waiting
-# on the brokers (a producer's fencing, the progress read, the commit), not to the CPU. Larger
-# ones are copied one at a time beside them, where the CPU is the limit.
-SMALL_SPAN = 10_000
+# A worker copies writer slots side by side (see copy.COPY_SLOTS): their time goes to waiting on
+# the brokers (a writer's fencing, the progress read, the commit), not to the CPU. Large spans
+# are copied one at a time beside them (copy.SMALL_SPAN), where the CPU is the limit.
+SMALL_SPAN = copy.SMALL_SPAN
 SMALL_SPAN_THREADS = 8
 
 
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
-    """One worker's share, one writer per partition, with the clients its partitions can share
-    (see SharedClients: the progress reader, a pool of source consumers, about one per thread
-    below instead of one per partition, and the source-side offset-syncs producer): up to SMALL_SPAN_THREADS small partitions at a time, and the large
-    ones one after another beside them. Results come back in the order of `spans`.
+    """One worker's share: whole writer slots, each copied by one thread with one writer,
+    partition after partition (small ones first), up to SMALL_SPAN_THREADS slots at a time, with
+    the clients all its partitions share (see SharedClients: the progress reader, a pool of
+    source consumers, about one per thread, and the source-side offset-syncs producer). Results
+    come back in the order of `spans`.
 
     Once a partition finds the source or the target unreachable, the rest are not tried (each
     would only wait out the same limit): they fail at once with the same cause."""
     spans = list(spans)
     results: list[UnitResult | None] = [None] * len(spans)
-    gone: list[UnitResult] = []
+    slots: dict[int, list[int]] = {}
+    for index, span in enumerate(spans):
+        slots.setdefault(copy.writer_slot(span.topic, span.partition), []).append(index)
+    # Small spans first within a slot, and the slots with the most to copy first.
+    groups = [sorted(indexes, key=lambda i: spans[i].pending > SMALL_SPAN) for indexes in slots.values()]
+    groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
 
-    def copy_one(index: int, shared: SharedClients) -> None:
-        span = spans[index]
-        if gone:
-            results[index] = UnitResult.not_copied(
-                span, f"not copied: {gone[0].error}", progress=span.progress, unreachable=gone[0].unreachable
-            )
-            return
-        result = copy_unit(job, span, shared)
-        results[index] = result
-        if result.unreachable:
-            gone.append(result)
+    def copy_group(indexes: list[int], shared: SharedClients) -> None:
+        for index, result in zip(indexes, copy_units(job, [spans[i] for i in indexes], shared), strict=True):
+            results[index] = result
 
-    small = [i for i, span in enumerate(spans) if span.pending <= SMALL_SPAN]
-    large = [i for i, span in enumerate(spans) if span.pending > SMALL_SPAN]
     with SharedClients(job) as shared:
-        if len(small) > 1:
+        if len(groups) > 1:
             with ThreadPoolExecutor(SMALL_SPAN_THREADS, thread_name_prefix="mirrorflow-copy") as pool:
-                futures = [pool.submit(copy_one, i, shared) for i in small]
-                for i in large:
-                    copy_one(i, shared)
-                for future in futures:
+                for future in [pool.submit(copy_group, indexes, shared) for indexes in groups]:
                     future.result()
         else:
-            for i in small + large:
-                copy_one(i, shared)
+            for indexes in groups:
+                copy_group(indexes, shared)
     return [result for result in results if result is not None]
 
 
