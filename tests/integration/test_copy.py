@@ -19,6 +19,7 @@ from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import read_provenance
 from mirrorflow.replicate import copy
 from mirrorflow.replicate.copy import (
+    GROUP_PARTITIONS,
     CopyJob,
     SharedClients,
     copy_unit,
@@ -303,6 +304,75 @@ def test_a_zombie_worker_is_fenced_for_every_partition_of_its_slot(clusters) -> 
         assert [r.key for r in target] == [f"{i}".encode() for i in range(total)], topic
     stored = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
     assert {t: stored[(t, 0)] for t in topics} == {t: total - 1 for t in topics}
+
+
+def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exact(clusters) -> None:
+    """A worker copies the small spans of a slot up to GROUP_PARTITIONS at a time in one
+    transaction: 35 partitions cost 2 transactions, and each partition still gets exactly its
+    records, its progress and its offset-syncs."""
+    src, dst = clusters
+    topics = _same_slot_topics("grouped", GROUP_PARTITIONS + 3)
+    create_topics(src.bootstrap, *((t, 1) for t in topics))
+    create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
+    for i, topic in enumerate(topics):
+        produce(
+            src.bootstrap,
+            topic,
+            [
+                {"key": b"k%d" % n, "value": None if n == 2 else b"%s/%d" % (topic.encode(), n)}
+                for n in range(3 + i)
+            ],
+        )
+    job = make_job(src, dst)
+    spans = [PartitionSpan(t, 0, f"A.{t}", 0, 3 + i) for i, t in enumerate(topics)]
+    opened = copy.writers_opened
+    with SharedClients(job) as shared:
+        results = copy_units(job, spans, shared)
+
+    assert [(r.topic, r.error, r.records, r.progress) for r in results] == [
+        (t, None, 3 + i, 2 + i) for i, t in enumerate(topics)
+    ]
+    assert sum(r.transactions for r in results) == 2
+    assert copy.writers_opened == opened + 1
+    for i, topic in enumerate(topics):
+        source = read_all(src.bootstrap, topic)
+        target = read_all(dst.bootstrap, f"A.{topic}")
+        assert [(r.key, r.value) for r in target] == [(r.key, r.value) for r in source], topic
+        assert [read_provenance(r.headers).source_offset for r in target] == list(range(3 + i))
+    stored = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
+    assert {t: stored[(t, 0)] for t in topics} == {t: 2 + i for i, t in enumerate(topics)}
+    syncs = [OffsetSync.decode(r.key, r.value) for r in read_all(src.bootstrap, SYNCS_ON_SOURCE)]
+    assert {s.topic for s in syncs} == set(topics)
+    assert all(s.upstream_offset == s.downstream_offset for s in syncs)
+
+
+def test_a_poison_record_in_a_group_fails_its_partition_and_the_others_are_copied(clusters) -> None:
+    """The group's transaction is aborted and its spans copied one by one: the partition with
+    the record this mirrorflow cannot read fails by name, the others are copied exactly, and
+    no transaction is left open."""
+    src, dst = clusters
+    topics = _same_slot_topics("poisoned", 3)
+    create_topics(src.bootstrap, *((t, 1) for t in topics))
+    create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
+    future_version = bytes([9]) + b"not a header this version can read"
+    for i, topic in enumerate(topics):
+        records = [{"value": b"r%d" % n} for n in range(5)]
+        if i == 1:
+            records[2]["headers"] = [("mirrorflow.provenance", future_version)]
+        produce(src.bootstrap, topic, records)
+    job = make_job(src, dst)
+    with SharedClients(job) as shared:
+        results = copy_units(job, [PartitionSpan(t, 0, f"A.{t}", 0, 5) for t in topics], shared)
+
+    assert [r.ok for r in results] == [True, False, True]
+    assert f"{topics[1]}-0 offset 2" in results[1].error
+    for i, topic in enumerate(topics):
+        deadline = time.monotonic() + 10
+        while _open_transaction_on(dst.bootstrap, f"A.{topic}"):
+            assert time.monotonic() < deadline, "a transaction was left open"
+            time.sleep(0.1)
+        copied = [r.value for r in read_all(dst.bootstrap, f"A.{topic}")]
+        assert copied == ([] if i == 1 else [b"r%d" % n for n in range(5)]), topic
 
 
 @pytest.mark.parametrize("older", ["transactional id per partition", "another slot count"])

@@ -72,3 +72,37 @@ def test_a_settle_waits_for_a_transaction_open_when_it_began(shared_clusters, un
         later.join()
     assert reader.get("t", 0).offset == 41
     assert waited >= 0.5, "the settle returned before the open transaction was decided"
+
+
+def test_settles_from_many_threads_share_rounds_and_each_sees_what_came_before_it(
+    shared_clusters, unique
+) -> None:
+    """A worker's copy threads settle side by side. Each settle must still see every record
+    committed before it was called (its own included): a call never joins a round that began
+    before it, and calls made while one round reads are served together by the next."""
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    threads, commits = 8, 15
+    wrong: list[str] = []
+    with ProgressReader({"bootstrap.servers": b.bootstrap}, topic, "A") as reader:
+
+        def work(n: int) -> None:
+            producer = writer(b.bootstrap, unique(f"w{n}"))
+            unit = (f"t{n}", n)
+            for i in range(commits):
+                commit(producer, topic, unit, i)
+                reader.settle([unit])
+                found = reader.get(*unit)
+                if found is None or found.offset != i:
+                    wrong.append(f"{unit} after commit {i}: {found}")
+
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join(120)
+        assert wrong == []
+        # Fewer rounds than settles: calls made during a round shared the next one.
+        assert reader.rounds < threads * commits, reader.rounds
+        assert reader.records_read == threads * commits

@@ -390,41 +390,245 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
     if not spans:
         return results
     writer = _SlotWriter(job, slots.pop(), shared)
+    done: dict[int, UnitResult] = {}
+    grouped_until = 0  # spans before this one were offered to a group (that copied or failed)
     try:
-        for index, span in enumerate(spans):
-            gone = shared.unreachable
-            if gone is not None:
-                results.append(
-                    UnitResult.not_copied(
-                        span,
-                        f"not copied: {gone.error}",
-                        progress=span.progress,
-                        unreachable=gone.unreachable,
-                    )
-                )
+        index = 0
+        while index < len(spans):
+            span = spans[index]
+            skipped = _not_tried(span, shared, writer)
+            if skipped is not None:
+                done[index] = skipped
+                index += 1
                 continue
-            if writer.fenced is not None:
-                results.append(
-                    UnitResult.not_copied(
-                        span,
-                        f"fenced: another writer took over {span.topic}-{span.partition} (a newer attempt or a "
-                        f"concurrent run of this flow took its writer slot while this one copied "
-                        f"{writer.fenced}); not copied",
-                        progress=span.progress,
-                    )
-                )
-                continue
+            if index >= grouped_until and _groupable(job, span):
+                group = _group_at(job, spans, index)
+                grouped_until = index + len(group)
+                if len(group) > 1:
+                    outcome = _copy_group(job, group, shared, writer, spans[index:])
+                    for offset, (result, finished) in enumerate(outcome):
+                        if finished:
+                            done[index + offset] = result
+                        else:
+                            # Cut short (a byte or time bound): on by itself from its progress.
+                            done[index + offset] = _copy_with_retries(
+                                job, spans[index + offset], shared, writer, spans[index + offset :], result
+                            )
+                    if outcome:
+                        # Spans of the group it did not reach are grouped again.
+                        index += len(outcome)
+                        grouped_until = index
+                        continue
+            # One by one: a large span, a group of one, or a group that failed (each of its
+            # spans then finds its own error, or copies).
             if span.pending > SMALL_SPAN:
                 with shared.large:
                     result = _copy_with_retries(job, span, shared, writer, spans[index:])
             else:
                 result = _copy_with_retries(job, span, shared, writer, spans[index:])
-            results.append(result)
+            done[index] = result
             if result.unreachable:
                 shared.unreachable = result
+            index += 1
     finally:
         writer.close()
-    return results
+    return [done[i] for i in range(len(spans))]
+
+
+def _not_tried(span: PartitionSpan, shared: SharedClients, writer: _SlotWriter) -> UnitResult | None:
+    """The result of a span not to try: a cluster is known unreachable, or the slot was taken."""
+    gone = shared.unreachable
+    if gone is not None:
+        return UnitResult.not_copied(
+            span, f"not copied: {gone.error}", progress=span.progress, unreachable=gone.unreachable
+        )
+    if writer.fenced is not None:
+        return UnitResult.not_copied(
+            span,
+            f"fenced: another writer took over {span.topic}-{span.partition} (a newer attempt or a "
+            f"concurrent run of this flow took its writer slot while this one copied {writer.fenced}); "
+            "not copied",
+            progress=span.progress,
+        )
+    return None
+
+
+GROUP_PARTITIONS = 32
+"""Most partitions whose small spans share one transaction (see _copy_group)."""
+
+
+def _groupable(job: CopyJob, span: PartitionSpan) -> bool:
+    return job.exactly_once and span.pending <= min(SMALL_SPAN, job.max_records)
+
+
+def _group_at(job: CopyJob, spans: Sequence[PartitionSpan], index: int) -> list[PartitionSpan]:
+    """The groupable spans from `index` on that fit one transaction together: at most
+    GROUP_PARTITIONS of them, with at most max_records offsets in all."""
+    group: list[PartitionSpan] = []
+    offsets = 0
+    for span in spans[index : index + GROUP_PARTITIONS]:
+        if not _groupable(job, span) or (group and offsets + span.pending > job.max_records):
+            break
+        group.append(span)
+        offsets += span.pending
+    return group
+
+
+def _copy_group(
+    job: CopyJob,
+    group: Sequence[PartitionSpan],
+    shared: SharedClients,
+    writer: _SlotWriter,
+    left: Sequence[PartitionSpan],
+) -> list[tuple[UnitResult, bool]]:
+    """Copy the small spans of `group` (one slot's) in one transaction: each partition's
+    records, its progress and its offset-syncs, all committed together or not at all, so each
+    partition keeps its data and progress atomic while a busy partition costs a share of one
+    transaction instead of one of its own (a transaction's AddPartitionsToTxn, EndTxn and
+    markers, and a reused producer's wait for the coordinator to finish its last one).
+
+    Returns (result, finished) for the spans it took, in order: a prefix of the group when
+    reading took chunk_seconds (the transaction must not outlive its timeout), and a span that
+    a byte bound cut before its end comes back unfinished, its progress settled, to go on by
+    itself. Any failure aborts the transaction and returns nothing: the group's spans are then
+    copied one by one, each meeting (and reporting) its own error."""
+    source_watch, target_watch = _watches(job)
+    started = time.monotonic()
+    deadline = started + chunk_seconds(job)
+    # Per span taken: its result and its copy with the chunk read, or (None, None) when it had
+    # nothing (left) to copy, or (None, True) when only its progress moves, to its end.
+    staged: list[tuple[PartitionSpan, UnitResult, _PartitionCopy | None, _Chunk | bool | None]] = []
+    pooled: _PooledConsumer | None = None
+    sync_producer: Producer | None = None
+    committed = False
+    target_gone = False
+    try:
+        producer, _ = writer.open(left, target_watch)
+        progress_partitions = shared.progress_partitions
+        assert progress_partitions is not None  # writer.open found it
+        producer.begin_transaction()
+        taken_bytes = 0
+        for span in group:
+            if staged and (time.monotonic() > deadline or taken_bytes >= job.max_bytes):
+                break
+            if (
+                shared.remote_partitions(producer, span.remote_topic, span.partition, target_watch)
+                <= span.partition
+            ):
+                raise CopyError(f"remote topic {span.remote_topic} has no partition {span.partition}")
+            result = UnitResult(
+                span.topic, span.partition, span.remote_topic, span.start, span.end, attempts=1
+            )
+            if span.lost:
+                result.count_lost(span.start - span.lost, span.start)
+            stored = shared.progress.get(span.topic, span.partition)
+            start = _resume_offset(span, stored)
+            result.resumed_from = start
+            result.progress = -1 if stored is None else stored.offset
+            if start >= span.end:
+                staged.append((span, result, None, True if _moves_progress(span, stored) else None))
+                continue
+            if sync_producer is None:
+                sync_producer = shared.sync_producer(source_watch)
+            if pooled is not None:
+                shared.give_back(pooled, reusable=True)
+            pooled = shared.source_consumer(source_watch)
+            consumer = pooled.consumer
+            if span.topic not in pooled.topics:
+                _topic_metadata(consumer, span.topic, source_watch)
+                pooled.topics.add(span.topic)
+            consumer.assign([TopicPartition(span.topic, span.partition, start)])
+            partition_copy = _PartitionCopy(
+                job,
+                span,
+                producer,
+                consumer,
+                sync_producer,
+                progress_partitions,
+                result,
+                (source_watch, target_watch),
+                _Refusal(),
+            )
+            copy_started = time.monotonic()
+            chunk = partition_copy._fill(start, exact=False)
+            if chunk.reached_end:
+                # No fetching of its end while the rest are read (see _PartitionCopy.run).
+                consumer.pause([TopicPartition(span.topic, span.partition)])
+            result.copy_seconds = round(time.monotonic() - copy_started, 3)
+            taken_bytes += chunk.bytes
+            staged.append((span, result, partition_copy, chunk))
+        if _flush(producer, target_watch):
+            raise CopyError("records were not acknowledged in time")
+        outgoing: list[SyncRecords] = []
+        for span, _, partition_copy, chunk in staged:
+            if partition_copy is None:
+                if chunk is True:
+                    _stage_progress(job, span, producer, span.end - 1, progress_partitions, [])
+                outgoing.append([])
+                continue
+            assert isinstance(chunk, _Chunk)
+            downs = partition_copy._downstream_offsets(chunk)
+            if downs is None:
+                # Another writer's records among ours: copied one by one, reporting each record.
+                raise CopyError(
+                    f"{span.remote_topic}-{span.partition} has records of another writer among the copy's"
+                )
+            feed_runs(partition_copy.emitter, chunk.ups, downs)
+            partition_copy.emitter.boundary()
+            syncs = partition_copy.emitter.drain() if job.offset_syncs_topic else []
+            outgoing.append(
+                _stage_progress(job, span, producer, chunk.last_processed, progress_partitions, syncs)
+            )
+        _retrying(producer.commit_transaction, target_watch, "commit_transaction")
+        committed = True
+    except ClusterUnreachable as exc:
+        target_gone = exc.alias == job.target
+        log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(group), exc)
+    except KafkaException as exc:
+        if _fenced(exc):
+            writer.fenced = f"{group[0].topic}-{group[0].partition} and {len(group) - 1} more"
+        log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(group), exc)
+    except (CopyError, ProgressReadError) as exc:
+        log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(group), exc)
+    except Exception:  # copy_units never raises: one by one, each span reports what it meets
+        log.exception(
+            "copying %d partitions in one transaction failed unexpectedly; one by one now", len(group)
+        )
+    finally:
+        if pooled is not None:
+            shared.give_back(pooled, reusable=committed)
+        if not committed:
+            writer.discard(reachable=not target_gone)
+    if not committed:
+        return []
+    outcome: list[tuple[UnitResult, bool]] = []
+    unfinished: list[tuple[str, int]] = []
+    for (span, result, _, chunk), records in zip(staged, outgoing, strict=True):
+        finished = True
+        if chunk is True:
+            result.progress = span.end - 1
+        elif isinstance(chunk, _Chunk):
+            result.records = len(chunk.ups)
+            result.bytes = chunk.bytes
+            result.skipped_loops = chunk.skipped_loops
+            result.retimed = chunk.retimed
+            result.progress = chunk.last_processed
+            finished = chunk.reached_end
+            if not finished:
+                unfinished.append((span.topic, span.partition))
+        _send_source_syncs(job, sync_producer, records)
+        result.offset_syncs = len(records)
+        outcome.append((result, finished))
+    outcome[-1][0].transactions = 1
+    if sync_producer is not None:
+        outcome[-1][0].offset_sync_errors += shared.flush_syncs()
+    if unfinished:
+        # Their copy goes on from what this transaction committed.
+        shared.progress.settle(unfinished)
+    seconds = round(time.monotonic() - started, 3)
+    for result, _ in outcome:
+        result.seconds = seconds
+    return outcome
 
 
 def _copy_with_retries(
@@ -433,13 +637,17 @@ def _copy_with_retries(
     shared: SharedClients,
     writer: _SlotWriter,
     left: Sequence[PartitionSpan],
+    result: UnitResult | None = None,
 ) -> UnitResult:
     """Copy `span`, retrying transient failures (each failed attempt drops the slot's writer; the
-    next one opens it again, which fences the dropped one and settles progress anew)."""
-    result = UnitResult(span.topic, span.partition, span.remote_topic, span.start, span.end)
-    if span.lost:
-        result.count_lost(span.start - span.lost, span.start)
-    started = time.monotonic()
+    next one opens it again, which fences the dropped one and settles progress anew).
+    `result`: what a group transaction already copied of the span, to go on from."""
+    resumed_from = None if result is None else result.resumed_from
+    if result is None:
+        result = UnitResult(span.topic, span.partition, span.remote_topic, span.start, span.end)
+        if span.lost:
+            result.count_lost(span.start - span.lost, span.start)
+    started = time.monotonic() - result.seconds
     refusal = _Refusal()
     attempt = 0
     while attempt < ATTEMPTS:
@@ -485,6 +693,8 @@ def _copy_with_retries(
             log.exception("copying %s-%s failed unexpectedly", span.topic, span.partition)
             result.error = f"unexpected {type(exc).__name__}: {exc}"
             break
+    if resumed_from is not None and result.resumed_from >= 0:
+        result.resumed_from = resumed_from  # where the run's copy of it began
     result.seconds = round(time.monotonic() - started, 3)
     return result
 
@@ -630,6 +840,18 @@ def _as_planned(span: PartitionSpan, stored: Stored | None) -> bool:
     if stored is None:
         return True
     return stored.offset == span.progress and stored.incarnation == span.progress_incarnation
+
+
+def _moves_progress(span: PartitionSpan, stored: Stored | None) -> bool:
+    """Whether a span with nothing (left) to copy must still write progress: to its end, when
+    the plan's view still holds and progress is not there yet (auto.offset.reset=latest, records
+    the source deleted before they were copied, a recreated topic: its progress is then -1 if
+    the new topic is empty), so the next plan starts in the right place."""
+    return (
+        _as_planned(span, stored)
+        and (span.end > 0 or bool(span.restarted))
+        and (stored is None or stored.offset != span.end - 1 or bool(span.restarted))
+    )
 
 
 def _resume_offset(span: PartitionSpan, stored: Stored | None) -> int:
@@ -816,12 +1038,7 @@ def _copy_attempt(
             # Nothing to copy, but progress may have to move (auto.offset.reset=latest, records
             # the source deleted before they were copied, a recreated topic: its progress is
             # then -1 if the new topic is empty) so the next plan starts in the right place.
-            planned_view = _as_planned(span, stored)
-            if (
-                planned_view
-                and (span.end > 0 or span.restarted)
-                and (stored is None or stored.offset != span.end - 1 or span.restarted)
-            ):
+            if _moves_progress(span, stored):
                 if job.exactly_once:
                     producer.begin_transaction()
                 _commit_chunk(
@@ -1395,6 +1612,32 @@ def _commit_chunk(
             raise CopyError(f"{remaining} records were not acknowledged in time")
         fence.begin_transaction()
         producer = fence
+    records = _stage_progress(job, span, producer, progress, progress_partitions, syncs)
+    if job.exactly_once or fence is not None:
+        _retrying(producer.commit_transaction, watch, "commit_transaction")
+        result.transactions += 1
+    else:
+        remaining = _flush(producer, watch)
+        if remaining:
+            raise CopyError(f"{remaining} progress/offset-sync records were not acknowledged in time")
+    _send_source_syncs(job, sync_producer, records)
+    result.offset_syncs += len(records)
+    result.progress = progress
+
+
+SyncRecords = list[tuple[OffsetSync, list[tuple[str, bytes]]]]
+
+
+def _stage_progress(
+    job: CopyJob,
+    span: PartitionSpan,
+    producer: Producer,
+    progress: int,
+    progress_partitions: int,
+    syncs: list[SyncPoint],
+) -> SyncRecords:
+    """Produce the partition's progress record (and target-side offset-syncs) into the open
+    transaction; the offset-syncs as records, for the source side once it commits."""
     key, value, partition = progress_record(
         job.source,
         span.topic,
@@ -1415,22 +1658,18 @@ def _commit_chunk(
                 partition=0,
                 headers=headers,
             )
-    if job.exactly_once or fence is not None:
-        _retrying(producer.commit_transaction, watch, "commit_transaction")
-        result.transactions += 1
-    else:
-        remaining = _flush(producer, watch)
-        if remaining:
-            raise CopyError(f"{remaining} progress/offset-sync records were not acknowledged in time")
-    if sync_producer is not None:
-        for sync, headers in records:
-            sync_producer.produce(
-                job.offset_syncs_topic,
-                key=sync.key_bytes(),
-                value=sync.value_bytes(),
-                partition=0,
-                headers=headers,
-            )
-        sync_producer.poll(0)
-    result.offset_syncs += len(records)
-    result.progress = progress
+    return records
+
+
+def _send_source_syncs(job: CopyJob, sync_producer: Producer | None, records: SyncRecords) -> None:
+    if sync_producer is None or not records:
+        return
+    for sync, headers in records:
+        sync_producer.produce(
+            job.offset_syncs_topic,
+            key=sync.key_bytes(),
+            value=sync.value_bytes(),
+            partition=0,
+            headers=headers,
+        )
+    sync_producer.poll(0)

@@ -168,7 +168,13 @@ class ProgressReader:
         self._next: dict[int, int] = {}  # assigned offsets partition -> next offset not yet seen
         self._found: dict[tuple[str, int], Stored] = {}
         self._where: dict[tuple[str, int], int] = {}  # source partition -> offsets-topic partition
-        self._lock = threading.Lock()  # a worker's copy threads share the reader
+        # A worker's copy threads share the reader; their settles are served in rounds (below).
+        self._rounds = threading.Condition()
+        self._started = 0  # rounds started
+        self._finished = 0  # rounds finished
+        self._running = False
+        self._asked: list[tuple[str, int]] | None = []  # what the next round reads; None: all
+        self._failures: dict[int, BaseException] = {}
         self.records_read = 0
 
     def close(self) -> None:
@@ -182,6 +188,11 @@ class ProgressReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def rounds(self) -> int:
+        """Settle rounds read so far (see settle)."""
+        return self._finished
 
     def get(self, topic: str, partition: int) -> Stored | None:
         return self._found.get((topic, partition))
@@ -197,9 +208,46 @@ class ProgressReader:
         offsets-topic partition that can hold `only`'s keys (all partitions when None): every
         transaction open now (a live writer's, or a dead one's that fencing or
         transaction.timeout.ms aborts) is then decided, so no newer committed progress hides
-        behind it."""
-        with self._lock:
-            self._settle(only)
+        behind it.
+
+        Threads that settle at the same time share rounds: one round reads at a time, and every
+        call joins the first round that starts after it was made (so the high watermarks that
+        round notes are of a moment after the call, as the call needs), while the calls made
+        during a round are all served by the next one. Eight copy threads that each settled a
+        slot's partitions in turn spent most of a run waiting for each other's reads."""
+        wanted = None if only is None else list(only)
+        with self._rounds:
+            if wanted is None or self._asked is None:
+                self._asked = None
+            else:
+                self._asked.extend(wanted)
+            mine = self._started + 1
+            while self._running:
+                self._rounds.wait()
+            if self._finished >= mine:
+                failure = self._failures.get(mine)
+                if failure is not None:
+                    raise failure
+                return
+            # No round running, and this call's round has not started: this thread reads it.
+            self._running = True
+            self._started += 1
+            round_, asked, self._asked = self._started, self._asked, []
+        failure: BaseException | None = None
+        try:
+            self._settle(asked)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            with self._rounds:
+                self._running = False
+                self._finished = round_
+                if failure is not None:
+                    self._failures[round_] = failure
+                for old in [r for r in self._failures if r < round_ - 64]:
+                    del self._failures[old]
+                self._rounds.notify_all()
 
     def _settle(self, only: Iterable[tuple[str, int]] | None) -> None:
         count = self._partition_count()
