@@ -28,7 +28,12 @@ from mirrorflow.replicate.copy import (
     transactional_id,
 )
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, writer_slot
-from mirrorflow.replicate.progress import progress_record, read_progress, read_progress_entries
+from mirrorflow.replicate.progress import (
+    ProgressReader,
+    progress_record,
+    read_progress,
+    read_progress_entries,
+)
 
 from .kafkatools import create_topics, produce, read_all
 
@@ -269,7 +274,7 @@ def test_a_zombie_worker_is_fenced_for_every_partition_of_its_slot(clusters) -> 
     of the slot's partitions still to come."""
     src, dst = clusters
     total = 2000
-    topics = _same_slot_topics("slotted", 3)
+    topics = _same_slot_topics("slotted", 4)
     create_topics(src.bootstrap, *((t, 1) for t in topics))
     create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
     for topic in topics:
@@ -283,27 +288,39 @@ def test_a_zombie_worker_is_fenced_for_every_partition_of_its_slot(clusters) -> 
     zombie.stdin.write(pickle.dumps((job, spans)))
     zombie.stdin.close()
     deadline = time.monotonic() + 60
-    while read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A").get((topics[0], 0), -1) < 200:
-        assert zombie.poll() is None and time.monotonic() < deadline, "the copy did not get going"
-        time.sleep(0.05)
+    # One reader kept up to date: a new one per look took long enough on a loaded machine for
+    # the zombie to finish the whole first partition in between.
+    with ProgressReader({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A") as progress:
+        while True:
+            progress.settle([(topics[0], 0)])
+            stored = progress.get(topics[0], 0)
+            if stored is not None and stored.offset >= 200:
+                break
+            assert zombie.poll() is None and time.monotonic() < deadline, "the copy did not get going"
+            time.sleep(0.01)
     zombie.send_signal(signal.SIGSTOP)
     try:
         with SharedClients(job) as shared:
             results = copy_units(job, spans, shared)
         assert [(r.topic, r.error) for r in results] == [(t, None) for t in topics]
-        assert results[0].resumed_from > 0
     finally:
         os.kill(zombie.pid, signal.SIGCONT)
     assert zombie.wait(120) == 0
     woke = pickle.loads(zombie.stdout.read())
-    assert woke[0][3] is not None and woke[0][3].startswith("fenced: another writer took over"), woke
-    assert all(error is not None and error.startswith("fenced:") for *_, error in woke[1:]), woke
-    assert [records for _, _, records, _ in woke[1:]] == [0, 0], woke
+    # Partitions the zombie finished before it froze are whole; the one it was in ends fenced;
+    # the rest of its slot is not tried.
+    frozen_in = next(i for i, (*_, error) in enumerate(woke) if error is not None)
+    assert frozen_in < len(topics) - 1, woke
+    assert all((records, error) == (total, None) for _, _, records, error in woke[:frozen_in]), woke
+    assert woke[frozen_in][3].startswith("fenced: another writer took over"), woke
+    later = woke[frozen_in + 1 :]
+    assert all(error.startswith("fenced:") and records == 0 for _, _, records, error in later), woke
+    assert results[0].resumed_from >= 200
     for topic in topics:
         target = read_all(dst.bootstrap, f"A.{topic}")
         assert [r.key for r in target] == [f"{i}".encode() for i in range(total)], topic
-    stored = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
-    assert {t: stored[(t, 0)] for t in topics} == {t: total - 1 for t in topics}
+    stored_now = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
+    assert {t: stored_now[(t, 0)] for t in topics} == {t: total - 1 for t in topics}
 
 
 def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exact(clusters) -> None:
@@ -344,6 +361,30 @@ def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exac
     syncs = [OffsetSync.decode(r.key, r.value) for r in read_all(src.bootstrap, SYNCS_ON_SOURCE)]
     assert {s.topic for s in syncs} == set(topics)
     assert all(s.upstream_offset == s.downstream_offset for s in syncs)
+
+
+def test_a_group_cut_short_by_its_byte_bound_leaves_the_rest_to_go_on_one_by_one(clusters) -> None:
+    """A group reads its partitions with one assignment until it has read max_bytes; the spans
+    it did not finish go on by themselves from what the group committed, and every partition
+    still ends exact."""
+    src, dst = clusters
+    topics = _same_slot_topics("bounded", 6)
+    create_topics(src.bootstrap, *((t, 1) for t in topics))
+    create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
+    for topic in topics:
+        produce(src.bootstrap, topic, [{"key": b"k%d" % n, "value": b"v" * 100} for n in range(40)])
+    job = make_job(src, dst, max_bytes=1500)
+    with SharedClients(job) as shared:
+        results = copy_units(job, [PartitionSpan(t, 0, f"A.{t}", 0, 40) for t in topics], shared)
+
+    assert [(r.error, r.records, r.progress, r.resumed_from) for r in results] == [(None, 40, 39, 0)] * 6
+    # The group stops after the first partition's 4,000 bytes: the other five go on alone.
+    assert sum(r.transactions for r in results) >= 6
+    for topic in topics:
+        target = read_all(dst.bootstrap, f"A.{topic}")
+        assert [read_provenance(r.headers).source_offset for r in target] == list(range(40)), topic
+    stored = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
+    assert {t: stored[(t, 0)] for t in topics} == {t: 39 for t in topics}
 
 
 def test_a_poison_record_in_a_group_fails_its_partition_and_the_others_are_copied(clusters) -> None:

@@ -487,11 +487,11 @@ def _copy_group(
     transaction instead of one of its own (a transaction's AddPartitionsToTxn, EndTxn and
     markers, and a reused producer's wait for the coordinator to finish its last one).
 
-    Returns (result, finished) for the spans it took, in order: a prefix of the group when
-    reading took chunk_seconds (the transaction must not outlive its timeout), and a span that
-    a byte bound cut before its end comes back unfinished, its progress settled, to go on by
-    itself. Any failure aborts the transaction and returns nothing: the group's spans are then
-    copied one by one, each meeting (and reporting) its own error."""
+    The group's partitions are read with one assignment (see _fill_group). Returns (result,
+    finished) per span, in order: a span that reading did not finish within chunk_seconds (the
+    transaction must not outlive its timeout) or max_bytes comes back unfinished, its progress
+    settled, to go on by itself. Any failure aborts the transaction and returns nothing: the
+    group's spans are then copied one by one, each meeting (and reporting) its own error."""
     source_watch, target_watch = _watches(job)
     started = time.monotonic()
     deadline = started + chunk_seconds(job)
@@ -507,10 +507,8 @@ def _copy_group(
         progress_partitions = shared.progress_partitions
         assert progress_partitions is not None  # writer.open found it
         producer.begin_transaction()
-        taken_bytes = 0
+        reading: list[int] = []  # indexes into staged of the spans with records to read
         for span in group:
-            if staged and (time.monotonic() > deadline or taken_bytes >= job.max_bytes):
-                break
             if (
                 shared.remote_partitions(producer, span.remote_topic, span.partition, target_watch)
                 <= span.partition
@@ -528,35 +526,35 @@ def _copy_group(
             if start >= span.end:
                 staged.append((span, result, None, True if _moves_progress(span, stored) else None))
                 continue
-            if sync_producer is None:
-                sync_producer = shared.sync_producer(source_watch)
-            if pooled is not None:
-                shared.give_back(pooled, reusable=True)
-            pooled = shared.source_consumer(source_watch)
-            consumer = pooled.consumer
-            if span.topic not in pooled.topics:
-                _topic_metadata(consumer, span.topic, source_watch)
-                pooled.topics.add(span.topic)
-            consumer.assign([TopicPartition(span.topic, span.partition, start)])
             partition_copy = _PartitionCopy(
                 job,
                 span,
                 producer,
-                consumer,
-                sync_producer,
+                None,  # type: ignore[arg-type]  # the group's consumer, below
+                None,
                 progress_partitions,
                 result,
                 (source_watch, target_watch),
                 _Refusal(),
             )
+            partition_copy.grouped = True
+            staged.append((span, result, partition_copy, _Chunk(last_processed=start - 1)))
+            reading.append(len(staged) - 1)
+        if reading:
+            sync_producer = shared.sync_producer(source_watch)
+            pooled = shared.source_consumer(source_watch)
+            consumer = pooled.consumer
+            for index in reading:
+                copy_of = staged[index][2]
+                assert copy_of is not None
+                copy_of.consumer, copy_of.sync_producer = consumer, sync_producer
+                if copy_of.span.topic not in pooled.topics:
+                    _topic_metadata(consumer, copy_of.span.topic, source_watch)
+                    pooled.topics.add(copy_of.span.topic)
             copy_started = time.monotonic()
-            chunk = partition_copy._fill(start, exact=False)
-            if chunk.reached_end:
-                # No fetching of its end while the rest are read (see _PartitionCopy.run).
-                consumer.pause([TopicPartition(span.topic, span.partition)])
-            result.copy_seconds = round(time.monotonic() - copy_started, 3)
-            taken_bytes += chunk.bytes
-            staged.append((span, result, partition_copy, chunk))
+            _fill_group(job, [staged[i] for i in reading], consumer, source_watch, deadline)
+            for index in reading:
+                staged[index][1].copy_seconds = round(time.monotonic() - copy_started, 3)
         if _flush(producer, target_watch):
             raise CopyError("records were not acknowledged in time")
         outgoing: list[SyncRecords] = []
@@ -567,6 +565,9 @@ def _copy_group(
                 outgoing.append([])
                 continue
             assert isinstance(chunk, _Chunk)
+            if chunk.processed == 0 and not chunk.reached_end:
+                outgoing.append([])  # not reached before the deadline: goes on by itself
+                continue
             downs = partition_copy._downstream_offsets(chunk)
             if downs is None:
                 # Another writer's records among ours: copied one by one, reporting each record.
@@ -629,6 +630,66 @@ def _copy_group(
     for result, _ in outcome:
         result.seconds = seconds
     return outcome
+
+
+def _fill_group(
+    job: CopyJob,
+    reading: Sequence[tuple[PartitionSpan, UnitResult, _PartitionCopy | None, _Chunk | bool | None]],
+    consumer: Consumer,
+    watch: ClusterWatch,
+    deadline: float,
+) -> None:
+    """Read the partitions of a group with one assignment, so each fetch brings records of all of
+    them, and produce each partition's records into its chunk (_PartitionCopy._take) as they
+    come. A partition read to its end is paused; reading stops early, leaving the rest of the
+    group's partitions unfinished, once it took until `deadline` or read max_bytes."""
+    copies: dict[tuple[str, int], tuple[_PartitionCopy, _Chunk]] = {}
+    for _, _, partition_copy, chunk in reading:
+        assert partition_copy is not None and isinstance(chunk, _Chunk)
+        copies[(partition_copy.span.topic, partition_copy.span.partition)] = (partition_copy, chunk)
+    ends = {where: partition_copy._end() for where, (partition_copy, _) in copies.items()}
+    consumer.assign([TopicPartition(t, p, chunk.last_processed + 1) for (t, p), (_, chunk) in copies.items()])
+    unread = set(copies)
+    read_bytes = 0
+    idle_since = time.monotonic()
+    while unread and read_bytes < job.max_bytes:
+        if time.monotonic() > deadline and any(chunk.processed for _, chunk in copies.values()):
+            break
+        # As in _fill: never ask for more than the offsets left, or consume() waits its timeout.
+        left = sum(ends[where] - copies[where][1].last_processed - 1 for where in unread)
+        batch = consumer.consume(max(1, min(CONSUME_BATCH, left)), timeout=CONSUME_TIMEOUT_S)
+        if not batch:
+            watch.check()
+            if time.monotonic() - idle_since > job.stall_timeout_s:
+                partition_copy, chunk = copies[min(unread)]
+                raise CopyError(partition_copy._stalled(chunk))
+            continue
+        idle_since = time.monotonic()
+        watch.alive()
+        by_partition: dict[tuple[str, int], list[Message]] = {}
+        for message in batch:
+            topic = message.topic()
+            if topic is None:
+                error = message.error()
+                if error is not None:
+                    raise KafkaException(error)
+                continue
+            by_partition.setdefault((topic, message.partition()), []).append(message)
+        for where, messages in by_partition.items():
+            if where not in unread:
+                continue  # read to its end already, or left from the consumer's last assignment
+            if read_bytes >= job.max_bytes:
+                break  # what is left of the batch is read again by the spans' own copies
+            partition_copy, chunk = copies[where]
+            before = chunk.bytes
+            partition_copy._take(chunk, messages, ends[where], exact=False)
+            read_bytes += chunk.bytes - before
+            if chunk.reached_end:
+                unread.discard(where)
+                consumer.pause([TopicPartition(*where)])
+    for where, (_, chunk) in copies.items():
+        if chunk.reached_end:
+            chunk.last_processed = max(chunk.last_processed, ends[where] - 1)
 
 
 def _copy_with_retries(
@@ -1178,6 +1239,7 @@ class _Chunk:
     bytes: int = 0
     skipped_loops: int = 0
     retimed: int = 0
+    processed: int = 0  # offsets read, records skipped as loops included
     reached_end: bool = False
     refused: KafkaError | None = None  # the record the target refused as too large (solo mode)
 
@@ -1220,6 +1282,8 @@ class _PartitionCopy:
             self.stamp = fresh_stamp(job.source, span.topic, span.partition)
         self.refusal = refusal
         self.fence = fence
+        self.grouped = False
+        """Read beside other partitions of a group (see _fill_group): the consumer is not its own."""
 
     def run(self, start: int) -> None:
         # At-least-once cannot abort a chunk, so it can never copy one again: it reports per record.
@@ -1270,35 +1334,22 @@ class _PartitionCopy:
         """Consume from `position` and produce one chunk. Only the chunk's first record and each
         batch's last produced record report back, unless `exact` asks for every one."""
         job, span = self.job, self.span
-        refusal = self.refusal
-        end = span.end if refusal.stop_at is None else min(span.end, refusal.stop_at)
-        target = job.target
-        remote, partition = span.remote_topic, span.partition
-        stamp = self.stamp
-        produce = self.producer.produce
+        end = self._end()
+        partition = span.partition
         chunk = _Chunk(last_processed=position - 1)
-        ups = chunk.ups
-        reports = chunk.reports
-        reported_at = chunk.reported_at
-        processed = 0
-        chunk_bytes = 0
-        skipped = 0
-        retimed = 0
-        last_processed = position - 1
-        reached_end = False
         idle_since = time.monotonic()
         deadline = time.monotonic() + self.chunk_seconds
         while (
-            processed < job.max_records
-            and chunk_bytes < job.max_bytes
-            and not reached_end
-            and (processed == 0 or time.monotonic() < deadline)
+            chunk.processed < job.max_records
+            and chunk.bytes < job.max_bytes
+            and not chunk.reached_end
+            and (chunk.processed == 0 or time.monotonic() < deadline)
             and chunk.refused is None
         ):
             # consume() returns before its timeout only once it has as many messages as asked for
             # (an EOF event counts), so never ask for more than the span's offsets left, and keep
             # the timeout short for a tail that offset gaps leave shorter still.
-            wanted = min(CONSUME_BATCH, job.max_records - processed, end - last_processed - 1)
+            wanted = min(CONSUME_BATCH, job.max_records - chunk.processed, end - chunk.last_processed - 1)
             batch = self.consumer.consume(wanted, timeout=CONSUME_TIMEOUT_S)
             # The consumer may have copied another partition before (see SharedClients). librdkafka
             # drops what a partition fetched once it is unassigned, and the pool drains the queue
@@ -1310,109 +1361,135 @@ class _PartitionCopy:
             if not batch:
                 self.source_watch.check()
                 if time.monotonic() - idle_since > job.stall_timeout_s:
-                    raise CopyError(
-                        f"{span.topic}-{span.partition} returned nothing for {job.stall_timeout_s:.0f}s "
-                        f"at offset {last_processed + 1} before reaching {span.end}"
-                    )
+                    raise CopyError(self._stalled(chunk))
                 continue
             idle_since = time.monotonic()
             self.source_watch.alive()
-            last = None if exact else _last_copied(batch, end, target)
-            for message in batch:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        if message.offset() >= end:
-                            reached_end = True
-                            break
-                        continue
-                    if error.code() == KafkaError._AUTO_OFFSET_RESET:
-                        resume = self._skip_deleted(
-                            message.offset() if message.offset() >= 0 else last_processed + 1
-                        )
-                        last_processed = resume - 1
-                        if resume >= end:
-                            reached_end = True
+            self._take(chunk, batch, end, exact)
+        if chunk.reached_end:
+            chunk.last_processed = max(chunk.last_processed, end - 1)
+        return chunk
+
+    def _end(self) -> int:
+        """Where this attempt's reading stops: the span's end, or a refused record."""
+        stop_at = self.refusal.stop_at
+        return self.span.end if stop_at is None else min(self.span.end, stop_at)
+
+    def _stalled(self, chunk: _Chunk) -> str:
+        span = self.span
+        return (
+            f"{span.topic}-{span.partition} returned nothing for {self.job.stall_timeout_s:.0f}s "
+            f"at offset {chunk.last_processed + 1} before reaching {span.end}"
+        )
+
+    def _take(self, chunk: _Chunk, batch: list[Message], end: int, exact: bool) -> None:
+        """Produce the records of `batch` (consumed from this partition, in order) into `chunk`,
+        up to `end`; sets chunk.reached_end once the partition is read to it."""
+        job, span = self.job, self.span
+        refusal = self.refusal
+        target = job.target
+        remote, partition = span.remote_topic, span.partition
+        stamp = self.stamp
+        produce = self.producer.produce
+        ups = chunk.ups
+        reports = chunk.reports
+        reported_at = chunk.reported_at
+        processed = chunk.processed
+        chunk_bytes = chunk.bytes
+        skipped = chunk.skipped_loops
+        retimed = chunk.retimed
+        last_processed = chunk.last_processed
+        reached_end = False
+        last = None if exact else _last_copied(batch, end, target)
+        for message in batch:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if message.offset() >= end:
+                        reached_end = True
                         break
-                    raise KafkaException(error)
-                offset = message.offset()
-                if offset >= end:
-                    reached_end = True
+                    continue
+                if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                    resume = self._skip_deleted(
+                        message.offset() if message.offset() >= 0 else last_processed + 1
+                    )
+                    last_processed = resume - 1
+                    if resume >= end:
+                        reached_end = True
                     break
-                processed += 1
-                last_processed = offset
-                headers = message.headers()
-                if headers is not None and _has_provenance(headers):
-                    try:
-                        if is_loop(headers, target):
-                            skipped += 1
-                            continue
-                        if stamp is not None:
-                            headers = stamp_provenance(
-                                headers,
-                                source_alias=job.source,
-                                topic=span.topic,
-                                partition=partition,
-                                offset=offset,
-                            )
-                    except ProvenanceError as exc:
-                        raise CopyError(
-                            f"{span.topic}-{partition} offset {offset} carries a {PROVENANCE_HEADER} header "
-                            f"this mirrorflow cannot read ({exc}); it cannot tell whether the record loops "
-                            "back, so the partition stops there: remove or fix that header on the source, "
-                            "or upgrade mirrorflow if a newer version wrote it"
-                        ) from exc
-                elif stamp is not None:
-                    header = (PROVENANCE_HEADER, stamp[0] + _pack_offset(offset) + stamp[1])
-                    headers = [header] if headers is None else [*headers, header]
-                key = message.key()
-                value = message.value()
-                ts = message.timestamp()[1]
-                if ts == 0:
-                    retimed += 1
-                if exact:
-                    callback = reports
-                elif message is last or not ups:
-                    callback = reports
-                    reported_at.append(len(ups))
-                else:
-                    callback = None
-                try:
-                    try:
-                        produce(
-                            remote,
-                            value,
-                            key,
-                            partition,
-                            on_delivery=callback,
-                            timestamp=ts,
-                            headers=headers,
-                        )
-                    except BufferError:
-                        self._produce_when_room(remote, value, key, partition, callback, ts, headers)
-                except KafkaException as exc:
-                    if _too_large(exc):
-                        raise CopyError(self._over_producer_limit(offset, key, value, headers)) from exc
-                    raise
-                ups.append(offset)
-                chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
-                if (
-                    refusal.solo
-                    and refusal.stop_at is None
-                    and self._refused(chunk, offset, key, value, headers)
-                ):
-                    last_processed = offset - 1
-                    break
-            if not reached_end and last_processed >= end - 1 and chunk.refused is None:
+                raise KafkaException(error)
+            offset = message.offset()
+            if offset >= end:
                 reached_end = True
-        if reached_end:
-            last_processed = max(last_processed, end - 1)
-        chunk.last_processed = last_processed
-        chunk.reached_end = reached_end
+                break
+            processed += 1
+            last_processed = offset
+            headers = message.headers()
+            if headers is not None and _has_provenance(headers):
+                try:
+                    if is_loop(headers, target):
+                        skipped += 1
+                        continue
+                    if stamp is not None:
+                        headers = stamp_provenance(
+                            headers,
+                            source_alias=job.source,
+                            topic=span.topic,
+                            partition=partition,
+                            offset=offset,
+                        )
+                except ProvenanceError as exc:
+                    raise CopyError(
+                        f"{span.topic}-{partition} offset {offset} carries a {PROVENANCE_HEADER} header "
+                        f"this mirrorflow cannot read ({exc}); it cannot tell whether the record loops "
+                        "back, so the partition stops there: remove or fix that header on the source, "
+                        "or upgrade mirrorflow if a newer version wrote it"
+                    ) from exc
+            elif stamp is not None:
+                header = (PROVENANCE_HEADER, stamp[0] + _pack_offset(offset) + stamp[1])
+                headers = [header] if headers is None else [*headers, header]
+            key = message.key()
+            value = message.value()
+            ts = message.timestamp()[1]
+            if ts == 0:
+                retimed += 1
+            if exact:
+                callback = reports
+            elif message is last or not ups:
+                callback = reports
+                reported_at.append(len(ups))
+            else:
+                callback = None
+            try:
+                try:
+                    produce(
+                        remote,
+                        value,
+                        key,
+                        partition,
+                        on_delivery=callback,
+                        timestamp=ts,
+                        headers=headers,
+                    )
+                except BufferError:
+                    self._produce_when_room(remote, value, key, partition, callback, ts, headers)
+            except KafkaException as exc:
+                if _too_large(exc):
+                    raise CopyError(self._over_producer_limit(offset, key, value, headers)) from exc
+                raise
+            ups.append(offset)
+            chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
+            if refusal.solo and refusal.stop_at is None and self._refused(chunk, offset, key, value, headers):
+                last_processed = offset - 1
+                break
+        if not reached_end and last_processed >= end - 1 and chunk.refused is None:
+            reached_end = True
+        chunk.processed = processed
         chunk.bytes = chunk_bytes
         chunk.skipped_loops = skipped
         chunk.retimed = retimed
-        return chunk
+        chunk.last_processed = last_processed
+        chunk.reached_end = reached_end
 
     def _over_producer_limit(self, offset: int, key: bytes | None, value: bytes | None, headers: Any) -> str:
         """librdkafka refuses a record above its own message.max.bytes in produce(), with the
@@ -1462,6 +1539,9 @@ class _PartitionCopy:
         what is gone up to the partition's earliest offset and read on from there; anything else
         (the partition now ends below it: a recreated topic) fails the partition."""
         span = self.span
+        if self.grouped:
+            # Moving this partition's position would take the others' assignment with it.
+            raise CopyError(f"{span.topic}-{span.partition}: offset {position} is gone; copied by itself")
         low, high = watermarks(self.consumer, span.topic, span.partition)
         if position >= low:
             raise CopyError(
