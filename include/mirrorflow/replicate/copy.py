@@ -1730,26 +1730,17 @@ def _stage_progress(
     producer.produce(job.progress_topic, key=key, value=value, partition=partition)
     records = [(OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs]
     if job.offset_syncs_on_target and job.offset_syncs_topic:
-        for sync, headers in records:
-            producer.produce(
-                job.offset_syncs_topic,
-                key=sync.key_bytes(),
-                value=sync.value_bytes(),
-                partition=0,
-                headers=headers,
-            )
+        _produce_syncs(producer, job.offset_syncs_topic, records)
     return records
 
 
 def _send_source_syncs(job: CopyJob, sync_producer: Producer | None, records: SyncRecords) -> None:
-    if sync_producer is None or not records:
+    if sync_producer is None or not records or not job.offset_syncs_topic:
         return
-    for sync, headers in records:
-        sync_producer.produce(
-            job.offset_syncs_topic,
-            key=sync.key_bytes(),
-            value=sync.value_bytes(),
-            partition=0,
-            headers=headers,
-        )
+    _produce_syncs(sync_producer, job.offset_syncs_topic, records)
     sync_producer.poll(0)
+
+
+def _produce_syncs(producer: Producer, topic: str, records: SyncRecords) -> None:
+    for sync, headers in records:
+        producer.produce(topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0, headers=headers)
