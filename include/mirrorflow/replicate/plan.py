@@ -3,7 +3,7 @@
 A plan is data only (JSON in the runs topic and in XCom). The ranges of one partition must be
 copied in order by one writer, because the target keeps source order; so work is handed out per
 partition ("units"), and the units of one writer slot (which share a transactional.id, see
-copy.COPY_SLOTS) to one of at most `tasks.max` workers.
+COPY_SLOTS) to one of at most `tasks.max` workers.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class Plan:
 
     def slices(self) -> list[list[PartitionSpan]]:
         """Units over min(tasks.max, writer slots) workers, each slot's units to one worker (its
-        units share a transactional.id, see copy.COPY_SLOTS): the slot with the most work goes
+        units share a transactional.id, see COPY_SLOTS): the slot with the most work goes
         to the worker with the least so far (a partition counts as SLICE_UNIT_COST offsets on
         top of its pending ones); within a worker, units in (topic, partition) order."""
         slots: dict[int, list[PartitionSpan]] = {}

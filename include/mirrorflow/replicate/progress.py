@@ -50,7 +50,7 @@ class Stored:
     offset: int
     incarnation: str = ""
     slots: int = 0
-    """The writer slots of the copy that wrote it (see replicate.copy.COPY_SLOTS); 0 when the
+    """The writer slots of the copy that wrote it (see replicate.plan.COPY_SLOTS); 0 when the
     writer named none (MM2, or a mirrorflow that wrote with a transactional.id per partition)."""
 
     @property

@@ -18,7 +18,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import admin_client, list_offsets
 from mirrorflow.replicate import copy, runs
 from mirrorflow.replicate.copy import CopyJob, SharedClients, UnitResult, copy_units
-from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
 
@@ -44,7 +44,7 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
     )
 
 
-# A worker copies writer slots side by side (see copy.COPY_SLOTS): their time goes to waiting on
+# A worker copies writer slots side by side (see plan.COPY_SLOTS): their time goes to waiting on
 # the brokers (a writer's fencing, the progress read, the commit), not to the CPU. Large spans
 # are copied one at a time beside them (copy.SMALL_SPAN), where the CPU is the limit.
 SMALL_SPAN = copy.SMALL_SPAN
@@ -64,7 +64,7 @@ def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]
     results: list[UnitResult | None] = [None] * len(spans)
     slots: dict[int, list[int]] = {}
     for index, span in enumerate(spans):
-        slots.setdefault(copy.writer_slot(span.topic, span.partition), []).append(index)
+        slots.setdefault(writer_slot(span.topic, span.partition), []).append(index)
     # Small spans first within a slot, and the slots with the most to copy first.
     groups = [sorted(indexes, key=lambda i: spans[i].pending > SMALL_SPAN) for indexes in slots.values()]
     groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
