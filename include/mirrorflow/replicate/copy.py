@@ -414,10 +414,8 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
                             done[index + offset] = _copy_with_retries(
                                 job, spans[index + offset], shared, writer, spans[index + offset :], result
                             )
-                    if outcome:
-                        # Spans of the group it did not reach are grouped again.
+                    if outcome:  # one (result, finished) per span of the group
                         index += len(outcome)
-                        grouped_until = index
                         continue
             # One by one: a large span, a group of one, or a group that failed (each of its
             # spans then finds its own error, or copies).
