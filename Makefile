@@ -39,7 +39,7 @@ $(STAMP): requirements.txt pyproject.toml
 demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m mirrorflow.demo
 
-# Airflow 3 on 127.0.0.1 with mirrorflow's DAGs and status plugin (README: Locally with Airflow).
+# Airflow 3 on 127.0.0.1 with mirrorflow's DAGs and status plugin (docs/airflow/index.md).
 airflow: setup
 	scripts/airflow-local
 

@@ -79,7 +79,13 @@ def keys_table(specs: Iterable[KeySpec], *, connector: bool = True) -> str:
         head.insert(2, "connector")
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for spec in specs:
-        cells = [f"`{spec.name}`", _where(spec), _cell(_type(spec)), _cell(_default(spec.default)), _cell(spec.doc)]
+        cells = [
+            f"`{spec.name}`",
+            _where(spec),
+            _cell(_type(spec)),
+            _cell(_default(spec.default)),
+            _cell(spec.doc),
+        ]
         if connector:
             cells.insert(2, spec.connector)
         rows.append("| " + " | ".join(cells) + " |")
@@ -165,7 +171,9 @@ def expand(markdown: str) -> str:
     def generate(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
-            raise UnknownMarker(f"unknown reference marker <!-- mirrorflow:{name} -->; known: {', '.join(GENERATORS)}")
+            raise UnknownMarker(
+                f"unknown reference marker <!-- mirrorflow:{name} -->; known: {', '.join(GENERATORS)}"
+            )
         return GENERATORS[name]().rstrip("\n")
 
     expanded = MARKER.sub(generate, markdown)
