@@ -9,6 +9,7 @@ fails the build, so a renamed generator cannot leave a page silently empty.
 
 from __future__ import annotations
 
+import html
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -161,6 +162,26 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
+CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
+def _breakable(table: str) -> str:
+    """Code spans in table rows as <code> with a line-break opportunity after each dot, so a long
+    key (replication.policy.internal.topic.separator.enabled) wraps between its words, never
+    inside one, and still copies as written."""
+
+    def code(match: re.Match[str]) -> str:
+        text = html.escape(match.group(1).replace("\\|", "|"), quote=False)
+        # Inside inline HTML Markdown still reads emphasis and escapes: keep these characters literal.
+        for char in "\\`*_[]|":
+            text = text.replace(char, f"&#{ord(char)};")
+        return "<code>" + text.replace(".", ".<wbr>") + "</code>"
+
+    return "\n".join(
+        CODE_SPAN.sub(code, line) if line.startswith("|") else line for line in table.splitlines()
+    )
+
+
 class UnknownMarker(ValueError):
     pass
 
@@ -174,7 +195,7 @@ def expand(markdown: str) -> str:
             raise UnknownMarker(
                 f"unknown reference marker <!-- mirrorflow:{name} -->; known: {', '.join(GENERATORS)}"
             )
-        return GENERATORS[name]().rstrip("\n")
+        return _breakable(GENERATORS[name]().rstrip("\n"))
 
     expanded = MARKER.sub(generate, markdown)
     if "<!-- mirrorflow:" in expanded:

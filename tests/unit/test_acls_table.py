@@ -86,9 +86,9 @@ def test_the_docs_table_is_the_one_the_code_checks() -> None:
     the site is built, so a grant added to or dropped from the code shows up there."""
     from mirrorflow.config import load_config
     from mirrorflow.ops.acls import markdown_table
-    from tests.unit.docs_hooks import DOCS, references
+    from tests.unit.docs_hooks import DOCS, plain, references
 
-    page = references.expand((DOCS / "configuration" / "acls.md").read_text())
+    page = plain(references.expand((DOCS / "configuration" / "acls.md").read_text()))
     flow = load_config(
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
     )
