@@ -15,18 +15,8 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.cli import main
-from mirrorflow.config import MIRRORFLOW_KEYS
+from mirrorflow.config import MIRRORFLOW_KEYS, keys
 from mirrorflow.config.flow import FlowConfig
-from mirrorflow.config.keys import (
-    CONNECTOR_KEYS,
-    DEPRECATED_ALIASES,
-    FILE_KEYS,
-    LIBRDKAFKA_SECURITY_KEYS,
-    OFFSET_STORAGE_KEYS,
-    SASL_CLIENT_KEYS,
-    SSL_CLIENT_KEYS,
-    WORKER_KEYS,
-)
 from tests.unit.docs_hooks import DOCS, ROOT, plain, references
 
 # FlowConfig fields that are not one key's value (the flow's identity and the objects built from keys).
@@ -70,10 +60,14 @@ def test_every_key_the_code_has_is_on_the_built_reference_page(site: Path) -> No
     page = html.unescape(
         (site / "configuration" / "reference" / "index.html").read_text().replace("<wbr>", "")
     )
-    rows = {spec.name for spec in (*CONNECTOR_KEYS, *OFFSET_STORAGE_KEYS, *FILE_KEYS)}
+    rows = {spec.name for spec in (*keys.CONNECTOR_KEYS, *keys.OFFSET_STORAGE_KEYS, *keys.FILE_KEYS)}
     rows |= {key.name for key in MIRRORFLOW_KEYS}
     listed = (
-        set(DEPRECATED_ALIASES) | WORKER_KEYS | SSL_CLIENT_KEYS | SASL_CLIENT_KEYS | LIBRDKAFKA_SECURITY_KEYS
+        set(keys.DEPRECATED_ALIASES)
+        | keys.WORKER_KEYS
+        | keys.SSL_CLIENT_KEYS
+        | keys.SASL_CLIENT_KEYS
+        | keys.LIBRDKAFKA_SECURITY_KEYS
     )
     missing = sorted(name for name in rows if f"<td><code>{name}</code></td>" not in page)
     missing += sorted(name for name in listed if f"<code>{name}</code>" not in page)
@@ -83,7 +77,7 @@ def test_every_key_the_code_has_is_on_the_built_reference_page(site: Path) -> No
 def test_every_flow_setting_is_a_documented_key() -> None:
     """A key the code reads becomes a FlowConfig field; each field must come from a documented spec,
     so a key added to the code without one (and so without a row in the reference) fails here."""
-    documented = {spec.attribute for spec in (*CONNECTOR_KEYS, *OFFSET_STORAGE_KEYS)}
+    documented = {spec.attribute for spec in (*keys.CONNECTOR_KEYS, *keys.OFFSET_STORAGE_KEYS)}
     documented |= {key.attribute for key in MIRRORFLOW_KEYS if key.scope != "cluster"}
     fields = {field.name for field in dataclasses.fields(FlowConfig)} - NOT_KEYS
     assert sorted(fields - documented) == []
@@ -92,7 +86,9 @@ def test_every_flow_setting_is_a_documented_key() -> None:
 def test_every_key_row_says_what_the_key_means() -> None:
     page = plain(references.expand((DOCS / "configuration" / "reference.md").read_text()))
     rows = [line for line in page.splitlines() if line.startswith("| `")]
-    assert len(rows) >= len(CONNECTOR_KEYS) + len(OFFSET_STORAGE_KEYS) + len(FILE_KEYS) + len(MIRRORFLOW_KEYS)
+    assert len(rows) >= len(keys.CONNECTOR_KEYS) + len(keys.OFFSET_STORAGE_KEYS) + len(keys.FILE_KEYS) + len(
+        MIRRORFLOW_KEYS
+    )
     for row in rows:
         assert row.rstrip(" |").rsplit(" | ", 1)[-1].strip(), f"a key without a meaning: {row}"
 
