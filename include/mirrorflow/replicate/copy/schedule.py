@@ -224,6 +224,13 @@ class _SlotCopy:
             self.shared.give_back(self.reader.pooled, reusable=False)
             self.reader = None
         unreachable = exc.alias if isinstance(exc, ClusterUnreachable) else None
+        if isinstance(exc, ForeignWriter) and writer.producer is not None:
+            # A writer of this version that took the slot over fenced this one first; the abort says.
+            try:
+                retrying(writer.producer.abort_transaction, self.watches[1], "abort_transaction")
+            except KafkaException as abort_error:
+                if is_fencing(abort_error, writer.fatal):
+                    exc = Fenced(str(exc))
         fenced = isinstance(exc, Fenced) or is_fencing(exc, writer.fatal)
         if fenced:
             where = batch[0].span
@@ -247,10 +254,12 @@ class _SlotCopy:
             self.shared.unreachable = batch[0].result
             return
         if isinstance(exc, ForeignWriter):
+            # Fence what may have written there, and go on from progress as it is read again.
             with contextlib.suppress(Exception):
                 writer.fence_older_now(exc.copy, self.watches[1])
-            self._fail(exc.copy, str(exc))
-            return
+            span = exc.copy.span
+            writer.committed.pop((span.topic, span.partition), None)
+            batch = [exc.copy]
         if len(batch) > 1 and not opening and not isinstance(exc, ProgressReadError):
             log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(batch), exc)
             self.alone.update(id(c) for c in batch)
@@ -271,7 +280,10 @@ class _SlotCopy:
         if isinstance(exc, CopyError):
             self._fail(copy, str(exc))
             return False
-        if isinstance(exc, KafkaException):
+        final = False
+        if isinstance(exc, ForeignWriter):
+            message = str(exc)
+        elif isinstance(exc, KafkaException):
             error = kafka_error(exc)
             message = describe(exc)
             final = error is not None and error.fatal()

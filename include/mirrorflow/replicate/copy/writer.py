@@ -267,9 +267,15 @@ class SlotWriter:
                 break
             hanging.sweep(sweeper, hanging.data_sweep_records(stuck), watch)
             stuck = hanging.await_closed(ends, stuck)
+        by_remote = {(c.span.remote_topic, c.span.partition): c for c in copies}
+        if stuck:
+            # A writer of an older kind still running has its transaction open there: fencing its
+            # id aborts it.
+            for where in stuck:
+                self.fence_older_now(by_remote[where], watch)
+            stuck = hanging.await_closed(ends, stuck)
         refused: dict[Where, hanging.HangingTransaction] = {}
         if stuck:
-            by_remote = {(c.span.remote_topic, c.span.partition): c for c in copies}
             ours: dict[Where, int] = {}
             for where, offset in stuck.items():
                 record = hanging.first_open_record(job.target_consumer, where, offset)
