@@ -105,6 +105,11 @@ class SharedClients:
                 found = self._writers[slot] = self._writer_class(self.job, slot, self)
             return found
 
+    def committed(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            writers = list(self._writers.values())
+        return {where: stored.offset for writer in writers for where, stored in writer.committed.items()}
+
     def fenced_slots(self) -> list[int]:
         with self._lock:
             return sorted(slot for slot, writer in self._writers.items() if writer.fenced is not None)
