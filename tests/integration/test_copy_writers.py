@@ -105,12 +105,14 @@ def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(p
         ]
 
 
-def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced_before_the_copy_writes(
+def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced_before_it_commits(
     pair,
 ) -> None:
     """A writer of a mirrorflow without slots (a transactional.id per partition) started after the
-    new engine opened its slot: its transaction is open in the remote partition when the next range
-    starts. Fencing its id aborts it; its commit fails; the target holds every record once."""
+    new engine opened its slot, so the slot's one fence of older ids came before it: its
+    transaction is open in the remote partition when the next range starts. Its records show there
+    (an open transaction where the writer checks, or records where its own should land), and
+    fencing its id aborts it: its commit fails, and the target holds every record once."""
     src, dst = pair
     (topic,) = _same_slot_topics("olderopen", 1)
     fill(src, dst, [topic])
