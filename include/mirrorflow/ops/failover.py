@@ -34,10 +34,11 @@ from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.checkpoints import read_checkpoints
 from mirrorflow.control.flows import load, reverse_flow
-from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
-from mirrorflow.control.translate import Status
-from mirrorflow.control.translator import Translator, partition_bounds, records_left
+from mirrorflow.control.translation.bounds import partition_bounds, records_left
+from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Status
 from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.ops.divergent_tail import (
