@@ -2,7 +2,7 @@
 
 One pass: list the source groups once, read their committed offsets in concurrent batches, read
 the offset-syncs and the previous checkpoints once, translate every relevant group partition
-exactly (translator.py), and write the checkpoints MM2's rule lets through to
+exactly (control/translation), and write the checkpoints MM2's rule lets through to
 `<source>.checkpoints.internal` on the target, in MM2's binary format, partition 0:
 
 - a partition's first checkpoint is always written;

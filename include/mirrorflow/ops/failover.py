@@ -1,7 +1,7 @@
 """Failover and failback: move consumer groups from one cluster to the other, exactly.
 
 `failover(config, A, B, groups_regex)` translates the chosen groups' committed offsets on A
-*now* (offset-syncs, then provenance headers: translator.py) and commits them on B, so each
+*now* (offset-syncs, then provenance headers: control/translation) and commits them on B, so each
 group continues on B with the first record it had not consumed on A. Failback is the same call
 in the other direction: it needs the flow B->A (which copied B's new data to A), and offsets on
 topics that came from A (`A.orders` on B) translate back to the original topic through their
