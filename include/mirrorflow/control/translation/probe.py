@@ -15,11 +15,11 @@ of source order).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from mirrorflow.control.translation.coverage import Covered, Origin
 from mirrorflow.control.translation.rule import FlowRecord
@@ -49,6 +49,20 @@ def _warm_spans(offsets: list[int], end: int) -> list[tuple[int, int]]:
         else:
             spans.append((offset, stop))
     return spans
+
+
+def _batches(consumer: Consumer, stalled: Callable[[str], str]) -> Iterator[list[Message]]:
+    """The consumer's batches, for as long as the caller reads them; once nothing has come for
+    PROBE_TIMEOUT_S, a KafkaCallError saying what `stalled` makes of "returned nothing for ..."."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while True:
+        batch = consumer.consume(BATCH, timeout=POLL_S)
+        if batch:
+            deadline = time.monotonic() + PROBE_TIMEOUT_S
+            yield batch
+        elif time.monotonic() > deadline:
+            silent = f"returned nothing for {PROBE_TIMEOUT_S:.0f}s"
+            raise KafkaCallError(f"{stalled(silent)}; is the cluster reachable?")
 
 
 @dataclass
@@ -161,22 +175,13 @@ class Prober:
                 self._warm_chunk({key: wanted[key] for key in keys[first : first + WARM_PARTITIONS]})
 
     def _warm_chunk(self, wanted: dict[tuple[str, int], _Warming]) -> None:
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(t, p, w.start) for (t, p), w in wanted.items()])
+        consumer = self._fetch_from([TopicPartition(t, p, w.start) for (t, p), w in wanted.items()])
         pending = set(wanted)
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        while pending:
-            batch = consumer.consume(BATCH, timeout=POLL_S)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise KafkaCallError(
-                        f"{len(pending)} partition(s) returned nothing for {PROBE_TIMEOUT_S:.0f}s "
-                        f"(first: {'-'.join(map(str, min(pending)))}); is the cluster reachable?"
-                    )
-                continue
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
+
+        def stalled(silent: str) -> str:
+            return f"{len(pending)} partition(s) {silent} (first: {'-'.join(map(str, min(pending)))})"
+
+        for batch in _batches(consumer, stalled):
             for message in batch:
                 key = (message.topic(), message.partition())
                 if key not in pending:
@@ -199,9 +204,19 @@ class Prober:
                         warming.records.append(FlowRecord(offset, source_offset))
                 if offset + 1 >= warming.stop:
                     pending.discard(key)
+            if not pending:
+                break
         for (topic, partition), warming in wanted.items():
             covered = self._covered[(topic, partition, warming.origin)]
             covered.add(warming.start, warming.stop, warming.records)
+
+    def _fetch_from(self, partitions: list[TopicPartition]) -> Consumer:
+        """The prober's consumer, assigned to read `partitions` from their offsets: one fetch."""
+        self.fetches += 1
+        if self._consumer is None:
+            self._consumer = Consumer(self._config)
+        self._consumer.assign(partitions)
+        return self._consumer
 
     def inverted_at(self, topic: str, partition: int, origin: Origin) -> int:
         """Highest target offset of a flow record read so far that a later one does not rise
@@ -213,22 +228,13 @@ class Prober:
         """Every flow record in [start, end), in target order: one sequential read, nothing kept."""
         if start >= end:
             return
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, start)])
         last = start - 1
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        while last + 1 < end:
-            batch = consumer.consume(BATCH, timeout=POLL_S)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise KafkaCallError(
-                        f"{topic}-{partition} returned nothing for {PROBE_TIMEOUT_S:.0f}s at offset {last + 1} "
-                        f"(reading it through to {end}); is the cluster reachable?"
-                    )
-                continue
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
+
+        def stalled(silent: str) -> str:
+            return f"{topic}-{partition} {silent} at offset {last + 1} (reading it through to {end})"
+
+        for batch in _batches(consumer, stalled):
             for message in batch:
                 error = message.error()
                 if error is not None:
@@ -246,6 +252,8 @@ class Prober:
                 source_offset = origin.owns(message)
                 if source_offset is not None:
                     yield FlowRecord(offset, source_offset)
+            if last + 1 >= end:
+                return
 
     def copied_by(self, topic: str, partition: int, origin: Origin, offset: int, end: int) -> bool | None:
         """Whether the first record at or after `offset` (before `end`) was copied by `origin`'s
@@ -269,10 +277,7 @@ class Prober:
         """The record at `offset` was not the flow's (or is gone): look at the first visible one."""
         if offset >= end:
             return None
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, offset)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + PROBE_TIMEOUT_S
         while True:
             message = consumer.poll(POLL_S)
@@ -304,10 +309,7 @@ class Prober:
         Once a flow record is found, whatever the consumer has already fetched is kept too (it
         costs no round trip), up to `DRAIN` records, so neighbouring probes hit the cache.
         """
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, start)])
         records: list[FlowRecord] = []
         last = start - 1
         read = 0
