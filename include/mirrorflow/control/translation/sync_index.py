@@ -25,6 +25,7 @@ downstream rewind forgets a re-copy, since the records before it are gone with t
 from __future__ import annotations
 
 import logging
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,44 +46,53 @@ LEGACY = ""
 NO_SYNCS = SyncRun((), ())
 
 
+def _reads() -> array:
+    return array("q")
+
+
 @dataclass
 class _Syncs:
-    """One incarnation's syncs of a partition, ascending in both offsets, and when each was read
-    (`reads`: the index's count of syncs added before it)."""
+    """One incarnation's syncs of a partition, ascending in both offsets; for syncs that name no
+    incarnation also when each was read (`reads`: the index's count of syncs added before it),
+    which tells those a copy of an incarnation continued from those it started over after."""
 
     first_read: int
     first: tuple[int, int]
     """(upstream, downstream) of the first sync read for the incarnation."""
+    last_read: int = 0
     ups: list[int] = field(default_factory=list)
     downs: list[int] = field(default_factory=list)
     runs: list[int] = field(default_factory=list)
-    reads: list[int] = field(default_factory=list)
+    reads: array = field(default_factory=_reads)
     recopied: int | None = None
 
-    def insert(self, at: int, up: int, down: int, run: int, read: int) -> None:
-        self.ups.insert(at, up)
-        self.downs.insert(at, down)
-        self.runs.insert(at, run)
-        self.reads.insert(at, read)
+    def append(self, up: int, down: int, run: int) -> None:
+        self.ups.append(up)
+        self.downs.append(down)
+        self.runs.append(run)
 
     def clear(self) -> None:
-        for column in (self.ups, self.downs, self.runs, self.reads):
-            column.clear()
+        self.ups.clear()
+        self.downs.clear()
+        self.runs.clear()
+        del self.reads[:]
 
-    def add_in_order(self, up: int, down: int, run: int, read: int) -> None:
+    def add_in_order(self, up: int, down: int, run: int) -> None:
         """A sync of a known incarnation: later on the target, or a late arrival merged in order."""
         ups, downs = self.ups, self.downs
         if not downs or down > downs[-1]:
             if ups and up <= ups[-1]:
                 self.recopied = down
-                self._start_over_at(up)
-            self.insert(len(ups), up, down, run, read)
+                self._start_over_at(up, ups[-1])
+            self.append(up, down, run)
             return
         at = bisect_left(downs, down)
         if downs[at] == down and ups[at] == up:
             return  # written twice
         if up < ups[at] and down < downs[at] and (at == 0 or (ups[at - 1] < up and downs[at - 1] < down)):
-            self.insert(at, up, down, run, read)
+            ups.insert(at, up)
+            downs.insert(at, down)
+            self.runs.insert(at, run)
             return
         # Not in order with the syncs around it: the flow's records are out of source order from
         # the latest target offset of a pair the sync and its neighbours show inverted.
@@ -92,28 +102,37 @@ class _Syncs:
 
     def add_rewinding(self, up: int, down: int, run: int, read: int) -> None:
         """A sync of no known incarnation, kept as MM2's OffsetSyncStore keeps it."""
-        ups, downs = self.ups, self.downs
-        if ups and down < downs[-1]:
-            self.recopied = None
-        elif ups and up <= ups[-1] and down > downs[-1]:
-            self.recopied = down
-        if ups and down < downs[-1]:
-            self.clear()
-        else:
-            self._start_over_at(up)
-        self.insert(len(self.ups), up, down, run, read)
+        if self.ups:
+            last_up, last_down = self.ups[-1], self.downs[-1]
+            if down < last_down:
+                self.recopied = None
+                self.clear()
+            else:
+                if up <= last_up and down > last_down:
+                    self.recopied = down
+                self._start_over_at(up, last_up)
+        self.append(up, down, run)
+        self.reads.append(read)
 
-    def _start_over_at(self, up: int) -> None:
+    def _start_over_at(self, up: int, last_up: int) -> None:
         """Upstream went back: the syncs before are of records copied earlier; a repeated
         upstream offset replaces the sync that named it."""
-        if self.ups and up < self.ups[-1]:
+        if up < last_up:
             self.clear()
-        elif self.ups and up == self.ups[-1]:
-            for column in (self.ups, self.downs, self.runs, self.reads):
-                column.pop()
+        elif up == last_up:
+            self.ups.pop()
+            self.downs.pop()
+            self.runs.pop()
+            if self.reads:
+                self.reads.pop()
 
-    def frozen(self, keep: slice = slice(None)) -> SyncRun:
-        return SyncRun(tuple(self.ups[keep]), tuple(self.downs[keep]), tuple(self.runs[keep]), self.recopied)
+    def frozen(self, first: int = 0) -> SyncRun:
+        """The syncs from the `first` on."""
+        if first:
+            return SyncRun(
+                tuple(self.ups[first:]), tuple(self.downs[first:]), tuple(self.runs[first:]), self.recopied
+            )
+        return SyncRun(tuple(self.ups), tuple(self.downs), tuple(self.runs), self.recopied)
 
 
 @dataclass
@@ -135,18 +154,22 @@ class SyncIndex:
         """`run`: the records of its run before it, as the sync's writer stated (None: not said);
         `incarnation`: "<source id>,<remote id>" the writer named ("": none)."""
         key = (sync.topic, sync.partition)
-        up, down = sync.upstream_offset, sync.downstream_offset
-        part = self._parts.setdefault(key, {})
-        # Most recently written incarnation last, so `latest` is the newest sync's.
-        syncs = part.pop(incarnation, None) or _Syncs(self._read, (up, down))
-        part[incarnation] = syncs
-        self._frozen.pop((*key, incarnation), None)
+        up, down, read = sync.upstream_offset, sync.downstream_offset, self._read
+        self._read += 1
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = {}
+        syncs = part.get(incarnation)
+        if syncs is None:
+            syncs = part[incarnation] = _Syncs(read, (up, down))
+        syncs.last_read = read
+        if self._frozen:
+            self._frozen.pop((*key, incarnation), None)
         stated = -1 if run is None else run
         if incarnation == LEGACY:
-            syncs.add_rewinding(up, down, stated, self._read)
+            syncs.add_rewinding(up, down, stated, read)
         else:
-            syncs.add_in_order(up, down, stated, self._read)
-        self._read += 1
+            syncs.add_in_order(up, down, stated)
 
     def partitions(self) -> list[tuple[str, int]]:
         return sorted(self._parts)
@@ -154,13 +177,14 @@ class SyncIndex:
     def incarnations(self, topic: str, partition: int) -> list[str]:
         """The incarnations a partition's syncs name, the one of its newest sync last; without
         the syncs that name none."""
-        return [i for i in self._parts.get((topic, partition), {}) if i != LEGACY]
+        part = self._parts.get((topic, partition), {})
+        return sorted((i for i in part if i != LEGACY), key=lambda i: part[i].last_read)
 
     def run(self, topic: str, partition: int, incarnation: str | None = None) -> SyncRun:
         """A partition's syncs of one incarnation (None: the one its newest sync names)."""
         part = self._parts.get((topic, partition), {})
         if incarnation is None:
-            incarnation = next(reversed(part), LEGACY)
+            incarnation = max(part, key=lambda i: part[i].last_read, default=LEGACY)
         frozen = self._frozen.get((topic, partition, incarnation))
         if frozen is None:
             syncs = part.get(incarnation)
@@ -186,7 +210,7 @@ class SyncIndex:
         up, down = ours.first
         if before == 0 or (up > legacy.ups[before - 1] and down > legacy.downs[before - 1]):
             return self.run(topic, partition, LEGACY)
-        return legacy.frozen(slice(before, None))
+        return legacy.frozen(before)
 
 
 def read_sync_index(consumer_config: Mapping[str, Any], topic: str) -> SyncIndex:
