@@ -27,6 +27,7 @@ One module per decision:
 - incarnations.py: which of a partition's syncs describe the topics as they are now;
 - coverage.py and probe.py: whose records count, and reading the target for them, cached;
 - bounds.py: where partitions start and end, and how many records a group has left;
-- partition_pass.py: what one pass answers for each partition (routes, rule, reasons);
+- routes.py: which way a topic translates (forward, or back for failback) and its name there;
+- partition_pass.py: what one pass answers for each partition (the rule it applies, or why not);
 - group_pass.py: which groups a pass translates, and their rows.
 """
