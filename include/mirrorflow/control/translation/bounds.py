@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.kafka import POLL_S, TIMEOUT_S, admin_client, list_offsets, reader
 
@@ -21,10 +21,16 @@ def partition_bounds(
     admin_config: Mapping[str, Any], parts: Iterable[tuple[str, int]]
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(log start, last stable offset) of each partition that exists; missing ones are left out."""
+    return measure_bounds(admin_client(admin_config), parts)
+
+
+def measure_bounds(
+    admin: AdminClient, parts: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """partition_bounds through an admin client the caller keeps (a pass asks it more)."""
     wanted = sorted(set(parts))
     if not wanted:
         return {}
-    admin = admin_client(admin_config)
     topics = admin.list_topics(timeout=TIMEOUT_S).topics
     existing = [
         (t, p) for t, p in wanted if t in topics and topics[t].error is None and p in topics[t].partitions

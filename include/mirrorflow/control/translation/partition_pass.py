@@ -25,10 +25,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.control.translation.bounds import partition_bounds
+from mirrorflow.control.translation.bounds import measure_bounds
 from mirrorflow.control.translation.coverage import Origin
 from mirrorflow.control.translation.incarnations import Recreated, current_syncs
 from mirrorflow.control.translation.probe import Prober
@@ -70,6 +71,7 @@ class Translator:
         self._source_ids: dict[str, str] = {}
         self._remote_ids: dict[str, str] = {}
         self._asked_ids: set[tuple[str, str]] = set()
+        self._admins: dict[str, AdminClient] = {}
         self._reverse_progress: dict[tuple[str, int], int] | None = None
         self._target_prober = Prober(clients.target_consumer)
         self._source_prober = Prober(clients.source_consumer)
@@ -116,14 +118,12 @@ class Translator:
             else:
                 backward.append((topic, partition))
         if forward:
-            self._target_bounds.update(
-                partition_bounds(self.clients.target_admin, [(r, p) for _, r, p in forward])
-            )
+            self._target_bounds.update(measure_bounds(self._admin("target"), [(r, p) for _, r, p in forward]))
             # After the bounds: a topic recreated since shows a new ID, never old bounds under it.
             self._source_ids.update(self._topic_ids("source", {t for t, _, _ in forward}))
             self._remote_ids.update(self._topic_ids("target", {r for _, r, _ in forward}))
         if backward:
-            self._source_bounds.update(partition_bounds(self.clients.source_admin, backward))
+            self._source_bounds.update(measure_bounds(self._admin("source"), backward))
 
     def _topic_ids(self, side: str, topics: set[str]) -> dict[str, str]:
         """IDs of the topics not asked for yet this pass, in one call to the `side` cluster."""
@@ -131,7 +131,13 @@ class Translator:
         self._asked_ids.update((side, t) for t in new)
         if not new:
             return {}
-        return topic_ids(admin_client(self.clients.admin(side)), new)
+        return topic_ids(self._admin(side), new)
+
+    def _admin(self, side: str) -> AdminClient:
+        """One admin client per cluster for the pass's batched calls."""
+        if side not in self._admins:
+            self._admins[side] = admin_client(self.clients.admin(side))
+        return self._admins[side]
 
     def warm(self, wanted: Iterable[tuple[str, int, int]]) -> None:
         """Read ahead, in one batched read, the target records the coming translations of
