@@ -22,7 +22,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, admin_client, reader, topic_ids
-from mirrorflow.replicate.copy.calls import CONSUMER_DEFAULTS, flush, partition_count, source_consumer_config
+from mirrorflow.replicate.copy.calls import (
+    CONSUMER_DEFAULTS,
+    flush,
+    partition_count,
+    source_consumer_config,
+    watches,
+)
 from mirrorflow.replicate.copy.job import CopyJob, UnitResult
 from mirrorflow.replicate.progress import ProgressReader
 
@@ -87,6 +93,8 @@ class SharedClients:
         """Held while a large span (see schedule.SMALL_SPAN) is copied: one at a time per worker."""
         self.unreachable: UnitResult | None = None
         """The first copy of the worker that found a cluster unreachable."""
+        self.watches = watches(job)
+        """(source, target) reachability, as every copy of the worker sees it."""
 
     # -- writers -------------------------------------------------------------------------------
     def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)
@@ -96,6 +104,11 @@ class SharedClients:
             if found is None:
                 found = self._writers[slot] = self._writer_class(self.job, slot, self)
             return found
+
+    def committed(self) -> dict[tuple[str, int], int]:
+        with self._lock:
+            writers = list(self._writers.values())
+        return {where: stored.offset for writer in writers for where, stored in writer.committed.items()}
 
     def fenced_slots(self) -> list[int]:
         with self._lock:

@@ -63,6 +63,11 @@ class CopyWorker:
                 copy_group(indexes)
         return [result for result in results if result is not None]
 
+    def committed(self) -> dict[tuple[str, int], int]:
+        """The last upstream offset this worker's writers committed per partition: where the next
+        range of each starts (the writer is the truth for its partitions while it holds the slot)."""
+        return self.shared.committed()
+
     @property
     def fenced_slots(self) -> list[int]:
         """Slots a newer writer took from this worker (it copies nothing more of them)."""

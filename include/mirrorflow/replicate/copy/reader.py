@@ -39,8 +39,8 @@ class SourceReader:
         self.paused: set[Where] = set()
         self.leftover: dict[Where, list[Message]] = {}
 
-    def _assign(self, wanted: dict[Where, int]) -> None:
-        if wanted == self.positions:
+    def _assign(self, wanted: dict[Where, int], *, again: bool = False) -> None:
+        if wanted == self.positions and not again:
             return
         consumer = self.consumer
         if self.paused:
@@ -168,4 +168,7 @@ class SourceReader:
         if resume >= copy.end:
             chunk.reached_end = True
             return
-        self.consumer.seek(TopicPartition(span.topic, span.partition, resume))
+        # After the reset error librdkafka stops fetching the partition and refuses a seek
+        # (_STATE): only a new assignment starts it again. The others go on from where they are.
+        where = (span.topic, span.partition)
+        self._assign({**self.positions, where: resume}, again=True)

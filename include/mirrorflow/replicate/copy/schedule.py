@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying, watches
+from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
@@ -70,7 +70,7 @@ class _SlotCopy:
         self.reader_ok = True
         self.alone: set[int] = set()
         self.started = {id(c): time.monotonic() for c in copies}
-        self.watches: tuple[ClusterWatch, ClusterWatch] = watches(job)
+        self.watches: tuple[ClusterWatch, ClusterWatch] = shared.watches
 
     def run(self) -> None:
         try:
@@ -116,7 +116,6 @@ class _SlotCopy:
     def _open(self, pending: list[PartitionCopy]) -> bool:
         """Open the slot's writer for `pending` and decide where each partition starts; whether
         the copy can go on to a transaction (False: a failure was handled, look again)."""
-        self.watches = watches(self.job)
         target_watch = self.watches[1]
         try:
             producer = self.writer.open(pending, target_watch)
@@ -191,6 +190,8 @@ class _SlotCopy:
         large = any(c.pending > SMALL_SPAN for c in batch)
         try:
             with self.shared.large if large else contextlib.nullcontext():
+                if self.shared.unreachable is not None:
+                    return  # found while this one waited its turn: what is left fails at once
                 transact(self.job, batch, self.shared, self.writer, self.reader, self.watches)
         except Interleaved as exc:
             # Copied again with a report per record; the abort keeps the writer (it is not at fault).
@@ -224,6 +225,13 @@ class _SlotCopy:
             self.shared.give_back(self.reader.pooled, reusable=False)
             self.reader = None
         unreachable = exc.alias if isinstance(exc, ClusterUnreachable) else None
+        if isinstance(exc, ForeignWriter) and writer.producer is not None:
+            # A writer of this version that took the slot over fenced this one first; the abort says.
+            try:
+                retrying(writer.producer.abort_transaction, self.watches[1], "abort_transaction")
+            except KafkaException as abort_error:
+                if is_fencing(abort_error, writer.fatal):
+                    exc = Fenced(str(exc))
         fenced = isinstance(exc, Fenced) or is_fencing(exc, writer.fatal)
         if fenced:
             where = batch[0].span
@@ -247,10 +255,12 @@ class _SlotCopy:
             self.shared.unreachable = batch[0].result
             return
         if isinstance(exc, ForeignWriter):
+            # Fence what may have written there, and go on from progress as it is read again.
             with contextlib.suppress(Exception):
                 writer.fence_older_now(exc.copy, self.watches[1])
-            self._fail(exc.copy, str(exc))
-            return
+            span = exc.copy.span
+            writer.committed.pop((span.topic, span.partition), None)
+            batch = [exc.copy]
         if len(batch) > 1 and not opening and not isinstance(exc, ProgressReadError):
             log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(batch), exc)
             self.alone.update(id(c) for c in batch)
@@ -271,7 +281,10 @@ class _SlotCopy:
         if isinstance(exc, CopyError):
             self._fail(copy, str(exc))
             return False
-        if isinstance(exc, KafkaException):
+        final = False
+        if isinstance(exc, ForeignWriter):
+            message = str(exc)
+        elif isinstance(exc, KafkaException):
             error = kafka_error(exc)
             message = describe(exc)
             final = error is not None and error.fatal()

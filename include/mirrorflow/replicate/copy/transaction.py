@@ -50,9 +50,11 @@ class Interleaved(Exception):
         self.copies = list(copies)
 
 
-class ForeignWriter(CopyError):
-    """Records of another writer appeared in a remote partition only this flow writes (an older
-    mirrorflow still running, or some other client): two writers would copy the same records."""
+class ForeignWriter(Exception):
+    """Records of another writer appeared in a remote partition only this flow writes, between
+    this writer's own: a writer of an older kind still running (its id is fenced and the copy goes
+    on from progress read again), a zombie of the at-least-once mode finishing its chunk in
+    flight, or a client that should not write there (the partition fails after ATTEMPTS)."""
 
     def __init__(self, message: str, copy: PartitionCopy) -> None:
         super().__init__(message)
@@ -157,14 +159,16 @@ def _check_landing(job: CopyJob, copy: PartitionCopy, writer: SlotWriter, downs:
     span = copy.span
     where = (span.remote_topic, span.partition)
     expected = writer.landing.get(where)
-    if expected is None or span.remote_topic == span.topic or not downs or downs[0] == expected:
+    if not job.exactly_once or expected is None or span.remote_topic == span.topic or not downs:
+        return  # at-least-once cannot take records back anyway; identity names: others may write
+    if downs[0] == expected:
         return
     raise ForeignWriter(
         f"another writer wrote {downs[0] - expected} record(s) into {span.remote_topic}-{span.partition} "
         f"(offsets {expected} to {downs[0] - 1}) while this copy of {span.topic}-{span.partition} wrote it: "
         "only this flow's copy writes that topic, so another copy of it is running (a mirrorflow of an "
-        "older version, or MirrorMaker 2 on the same flow); this run stops copying the partition; stop the "
-        "other copy (docs/operations/upgrading.md), then check the target with `mirrorflow verify`",
+        "older version, or MirrorMaker 2 on the same flow); stop the other copy "
+        "(docs/operations/upgrading.md), then check the target with `mirrorflow verify`",
         copy,
     )
 
