@@ -6,10 +6,14 @@ can, so the stale span copies nothing and the next run copies exactly what is mi
 from __future__ import annotations
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.kafka import topic_ids
+from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate import runner
 from mirrorflow.replicate.copy import copy_slice
+from mirrorflow.replicate.offset_syncs import incarnation_of
 from mirrorflow.replicate.planner import make_plan
 
 from .kafkatools import create_topics, produce, read_all
@@ -83,3 +87,12 @@ def test_a_plan_made_before_the_remote_topic_was_recreated_writes_nothing_into_t
     assert read_all(b.bootstrap, f"A.{topic}") == []
     assert run_once(config, "A", "B").records == 200
     assert [r.value for r in read_all(b.bootstrap, f"A.{topic}")] == [f"r-{i}".encode() for i in range(200)]
+    # The rebuilt topic's offset-syncs name the incarnations they map between.
+    ids = f"{topic_ids(AdminClient({'bootstrap.servers': a.bootstrap}), [topic])[topic]},"
+    ids += topic_ids(AdminClient({"bootstrap.servers": b.bootstrap}), [f"A.{topic}"])[f"A.{topic}"]
+    syncs = [
+        r
+        for r in read_all(a.bootstrap, "mm2-offset-syncs.B.internal")
+        if OffsetSync.decode(r.key, r.value).topic == topic
+    ]
+    assert incarnation_of(syncs[-1].headers) == ids

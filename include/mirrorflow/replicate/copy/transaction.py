@@ -199,7 +199,8 @@ def _stage_progress(
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
         records = [
-            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs
+            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers(copy.incarnation))
+            for s in syncs
         ]
         if job.offset_syncs_on_target and job.offset_syncs_topic:
             _produce_syncs(producer, job.offset_syncs_topic, records)
