@@ -53,4 +53,4 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/tools kafka/cds
+	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/lines kafka/tools kafka/cds
