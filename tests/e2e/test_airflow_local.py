@@ -1,4 +1,4 @@
-"""`scripts/airflow-local` run exactly as the README's "Locally with Airflow" says: from the
+"""`scripts/airflow-local` run exactly as docs/airflow/index.md ("Locally with Airflow") says: from the
 repository, MIRRORFLOW_CONFIG relative to it, the demo config's cluster addresses, a chosen port
 and Airflow home. Airflow must come up healthy with mirrorflow's DAGs and the status plugin's
 menu item and routes, and Ctrl-C must stop every process it started."""
