@@ -47,7 +47,7 @@ def jmx_properties(host: str, port: int) -> dict[str, str]:
     }
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child before exec: a JVM whose launcher died gets SIGTERM, so it stops
     cleanly instead of outliving a killed test run."""
     with contextlib.suppress(OSError):
@@ -151,7 +151,7 @@ class Node:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the death signal
             )
 
     def stop(self, timeout: float = 60.0) -> int | None:

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from localkafka.broker import die_with_parent
+
 READY = "latency proxy ready"
 
 
@@ -40,6 +42,7 @@ class LatencyProxy:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the death signal
         )
         assert self.process.stdout is not None
         readable, _, _ = select.select([self.process.stdout], [], [], timeout_s)

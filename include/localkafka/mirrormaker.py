@@ -16,8 +16,6 @@ deadline; a wait that times out, or finds MM2 dead, raises with the tail of MM2'
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import signal
 import subprocess
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from localkafka import runtime
+from localkafka.broker import die_with_parent
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 LOG4J2 = Path(__file__).with_name("log4j2-mm2.properties")
@@ -40,13 +39,6 @@ SINGLE_BROKER_WORKER = "config.storage.replication.factor = 1\nstatus.storage.re
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: an MM2 whose launcher died gets SIGTERM instead of running
-    on and writing into clusters nobody watches."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class MirrorMakerError(RuntimeError):
@@ -108,7 +100,7 @@ class MirrorMaker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the death signal
             )
         return self
 

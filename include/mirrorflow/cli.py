@@ -13,7 +13,7 @@ from rich.table import Table
 from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
 from mirrorflow.config.validation import nothing_replicated
-from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions
+from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions, slow_link_problems
 from mirrorflow.ops.preflight import preflight
 
 
@@ -78,6 +78,7 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
         else:
             problems += preflight(config, timeout_s=connect_timeout)
             versions = cluster_versions(config, timeout_s=connect_timeout)
+            problems += slow_link_problems(config, versions)
             connected = (
                 f"--connect: checked the clusters, filters and written topics of {len(config.flows)} flow(s)"
             )

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -32,19 +31,19 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from localkafka import LocalKafka, runtime
+from localkafka import runtime
 from mirrorflow.cli import main
+from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints, remote_consumer_offsets
 from mirrorflow.control.topic_sync import run_sync_topic_acls, run_sync_topic_configs
 from mirrorflow.kafka import list_offsets
 from mirrorflow.ops import verify_service
-from mirrorflow.ops.broker_features import probe
-from mirrorflow.ops.cluster_versions import METADATA_VERSIONS, meaning, release_name
+from mirrorflow.ops.cluster_versions import METADATA_VERSIONS
 from mirrorflow.ops.failover import failover
 
-from ..conftest import TEST_BROKER_OVERRIDES, WITH_AUTHORIZER, Cluster
-from .kafkatools import create_topics
-from .mirror_setup import mm2_config, mm2_text, replicate_once
+from ..conftest import WITH_AUTHORIZER, Cluster, cluster_pair
+from .kafkatools import create_topics, produce_aborted
+from .mirror_setup import mm2_text, replicate_once
 from .test_failover_helpers import committed, consume, consume_rest, produce_numbered
 
 OLD_LINES = [line.name for line in runtime.test_lines()]
@@ -55,23 +54,9 @@ JAVA = Path(__file__).with_name("java")
 def line_pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[Cluster]]:
-    """A on the older line `request.param`, B on the main line, started side by side."""
-    old = LocalKafka(
-        tmp_path_factory.mktemp(f"kafka-{request.param}"),
-        line=request.param,
-        overrides=TEST_BROKER_OVERRIDES,
-        security=WITH_AUTHORIZER,
-    )
-    new = LocalKafka(
-        tmp_path_factory.mktemp("kafka-main"), overrides=TEST_BROKER_OVERRIDES, security=WITH_AUTHORIZER
-    )
-    try:
-        old.launch()
-        new.launch()
-        yield [Cluster("A", old.start().bootstrap, old), Cluster("B", new.start().bootstrap, new)]
-    finally:
-        old.stop()
-        new.stop()
+    """A on the older line `request.param`, B on the main line, both with an authorizer."""
+    with cluster_pair(tmp_path_factory, WITH_AUTHORIZER, lines=(request.param, None)) as (old, new):
+        yield [Cluster("A", old.bootstrap, old), Cluster("B", new.bootstrap, new)]
 
 
 def assert_read_once(before: list, after: list, expected: list[str]) -> None:
@@ -92,16 +77,6 @@ def _topic_acl(topic: str, principal: str) -> AclBinding:
     )
 
 
-def test_the_probe_reads_each_line_and_says_what_it_lacks(line_pair: list[Cluster]) -> None:
-    old, new = (probe({"bootstrap.servers": c.bootstrap}, 10) for c in line_pair)
-    assert release_name(old.finalized).startswith(line_pair[0].kafka.line.name + "-IV")
-    assert release_name(new.finalized).startswith(runtime.main_line().name + "-IV")
-    said_old, said_new = " ".join(meaning(old)), " ".join(meaning(new))
-    assert "transactions v1" in said_old and "classic consumer groups only" in said_old
-    assert "transactions v2" in said_new and "classic consumer groups only" not in said_new
-    assert "no topic IDs" not in said_old + said_new  # both lines have them (KRaft, Metadata v10+)
-
-
 def test_the_metadata_version_names_are_kafkas_own() -> None:
     """cluster_versions.METADATA_VERSIONS is what the pinned Kafka's MetadataVersion says."""
     jars = ":".join(str(jar) for jar in runtime.classpath())
@@ -116,35 +91,34 @@ def test_the_metadata_version_names_are_kafkas_own() -> None:
     assert from_kafka == METADATA_VERSIONS
 
 
-def test_validate_connect_shows_each_clusters_version_and_what_it_means(
-    line_pair: list[Cluster], tmp_path: Path
+def test_old_source_to_new_target_and_back_stays_exact(
+    line_pair: list[Cluster], unique, tmp_path: Path
 ) -> None:
+    """One test per line, so each line's pair of clusters starts once whatever xdist deals."""
     a, b = line_pair
+    topic, caught_up, lagging = unique("orders"), unique("billing"), unique("audit")
+    properties = mm2_text([a, b], ["A->B", "B->A"], f"topics = {topic}\nmirrorflow.range.max.records = 60\n")
+    config = load_config(properties)
+
+    # validate --connect says which line each cluster runs and what the old one lacks.
     path = tmp_path / "mm2.properties"
-    path.write_text(mm2_text([a, b], ["A->B"], "topics = nothing-here\n"))
-    shown = CliRunner().invoke(main, ["validate", str(path), "--connect", "--output", "json"])
-    body = json.loads(shown.output)
+    path.write_text(properties)
+    body = json.loads(
+        CliRunner().invoke(main, ["validate", str(path), "--connect", "--output", "json"]).output
+    )
     versions = {c["alias"]: c for c in body["clusters"]}
     assert versions["A"]["metadata_version"].startswith(a.kafka.line.name + "-IV")
     assert versions["B"]["metadata_version"].startswith(runtime.main_line().name + "-IV")
-    assert any(n.startswith("transactions v1") for n in versions["A"]["notes"])
-    assert any(n.startswith("transactions v2") for n in versions["B"]["notes"])
+    said_old, said_new = " ".join(versions["A"]["notes"]), " ".join(versions["B"]["notes"])
+    assert "transactions v1" in said_old and "classic consumer groups only" in said_old
+    assert "transactions v2" in said_new and "classic consumer groups only" not in said_new
+    assert "no topic IDs" not in said_old + said_new  # both lines have them (KRaft, Metadata v10+)
     table = CliRunner().invoke(main, ["validate", str(path), "--connect"])
     assert "Cluster versions" in table.output and versions["A"]["metadata_version"] in table.output
 
-
-def test_old_source_to_new_target_and_back_stays_exact(line_pair: list[Cluster], unique) -> None:
-    a, b = line_pair
-    topic, caught_up, lagging = unique("orders"), unique("billing"), unique("audit")
-    config = mm2_config([a, b], ["A->B", "B->A"], f"topics = {topic}\nmirrorflow.range.max.records = 60\n")
     create_topics(a.bootstrap, (topic, 3, {"max.message.bytes": "500000"}))
     history = produce_numbered(a.bootstrap, topic, 3, 240)
-    aborted = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": unique("tx")})
-    aborted.init_transactions(30)
-    aborted.begin_transaction()
-    aborted.produce(topic, b"aborted", partition=1)
-    assert aborted.flush(30) == 0
-    aborted.abort_transaction(30)
+    produce_aborted(a.bootstrap, topic, 1, unique("tx"))
     history += produce_numbered(a.bootstrap, topic, 3, 60, start=240)
     read_caught_up = consume(a.bootstrap, caught_up, [topic], 290)
     read_lagging = consume(a.bootstrap, lagging, [topic], 25)

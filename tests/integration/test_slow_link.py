@@ -10,20 +10,21 @@ listeners, the flow only over the slow ones.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from click.testing import CliRunner
 
 from localkafka import LocalKafka
+from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints, remote_consumer_offsets
-from mirrorflow.ops.broker_features import probe
 from mirrorflow.ops.failover import failover
 
-from ..conftest import TEST_BROKER_OVERRIDES
-from .kafkatools import create_topics, read_all
+from ..conftest import cluster_pair
+from .kafkatools import create_topics, produce_aborted, read_all
 from .mirror_setup import SINGLE_BROKER, replicate_once
 from .test_failover_helpers import consume, consume_rest, produce_numbered
 
@@ -32,39 +33,41 @@ DELAY_MS = 25
 
 @pytest.fixture(scope="module")
 def far_apart(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafka, LocalKafka]]:
-    a, b = (
-        LocalKafka(
-            tmp_path_factory.mktemp(f"kafka-{alias}"), overrides=TEST_BROKER_OVERRIDES, link_delay_ms=DELAY_MS
-        )
-        for alias in "AB"
-    )
-    try:
-        a.launch()
-        b.launch()
-        yield a.start(), b.start()
-    finally:
-        a.stop()
-        b.stop()
+    with cluster_pair(tmp_path_factory, link_delay_ms=DELAY_MS) as pair:
+        yield pair
 
 
-def test_exactly_once_copies_and_failover_stay_exact_over_a_slow_link(far_apart, unique) -> None:
+def test_exactly_once_copies_and_failover_stay_exact_over_a_slow_link(far_apart, unique, tmp_path) -> None:
+    """One test, so the pair starts once whatever xdist deals."""
     a, b = far_apart
-    assert probe({"bootstrap.servers": a.bootstrap_for("SLOW")}, 10).round_trip_ms >= 2 * DELAY_MS
     topic, group = unique("orders"), unique("billing")
-    config = load_config(
+    properties = (
         "clusters = A, B\n"
         f"A.bootstrap.servers = {a.bootstrap_for('SLOW')}\n"
         f"B.bootstrap.servers = {b.bootstrap_for('SLOW')}\n"
         f"A->B.enabled = true\nA->B.topics = {topic}\nmirrorflow.range.max.records = 50\n" + SINGLE_BROKER
     )
+    config = load_config(properties)
+
+    # validate --connect sees both clusters far away and suggests the WAN fetch for the source.
+    path = tmp_path / "mm2.properties"
+    path.write_text(properties)
+    shown = json.loads(
+        CliRunner().invoke(main, ["validate", str(path), "--connect", "--output", "json"]).output
+    )
+    far = {c["alias"]: c for c in shown["clusters"]}
+    assert far["A"]["round_trip_ms"] >= 2 * DELAY_MS and any("a slow link" in n for n in far["A"]["notes"])
+    suggested = [p for p in shown["problems"] if p["key"] == "A.consumer.max.partition.fetch.bytes"]
+    assert len(suggested) == 1 and "= 33554432" in suggested[0]["fix"]
+    path.write_text(properties + "A.consumer.max.partition.fetch.bytes = 33554432\n")
+    tuned = json.loads(
+        CliRunner().invoke(main, ["validate", str(path), "--connect", "--output", "json"]).output
+    )
+    assert not [p for p in tuned["problems"] if p["key"] == "A.consumer.max.partition.fetch.bytes"]
+
     create_topics(a.bootstrap, (topic, 3))
     written = produce_numbered(a.bootstrap, topic, 3, 150)
-    aborted = Producer({"bootstrap.servers": a.bootstrap, "transactional.id": unique("tx")})
-    aborted.init_transactions(30)
-    aborted.begin_transaction()
-    aborted.produce(topic, b"aborted", partition=2)
-    assert aborted.flush(30) == 0
-    aborted.abort_transaction(30)
+    produce_aborted(a.bootstrap, topic, 2, unique("tx"))
     written += produce_numbered(a.bootstrap, topic, 3, 150, start=150)
     read_on_a = consume(a.bootstrap, group, [topic], 170)
 

@@ -6,40 +6,27 @@ from __future__ import annotations
 
 import struct
 
-from mirrorflow.ops.broker_features import BrokerFeatures, parse_api_versions
+from mirrorflow.ops.broker_features import BrokerFeatures, compact, parse_api_versions, uvarint
 from mirrorflow.ops.cluster_versions import meaning, release_name
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _compact(text: str) -> bytes:
-    return _uvarint(len(text) + 1) + text.encode()
-
-
 def v3_answer(apis: dict[int, int], finalized: dict[str, int]) -> bytes:
-    body = struct.pack(">h", 0) + _uvarint(len(apis) + 1)
+    body = struct.pack(">h", 0) + uvarint(len(apis) + 1)
     for key, high in apis.items():
         body += struct.pack(">hhh", key, 0, high) + b"\x00"
     body += struct.pack(">i", 0)
-    features = _uvarint(len(finalized) + 1)
+    features = uvarint(len(finalized) + 1)
     for name, level in finalized.items():
-        features += _compact(name) + struct.pack(">hh", level, 1) + b"\x00"
+        features += compact(name.encode()) + struct.pack(">hh", level, 1) + b"\x00"
     epoch = struct.pack(">q", 7)
     return (
         body
-        + _uvarint(2)
-        + _uvarint(1)
-        + _uvarint(len(epoch))
+        + uvarint(2)
+        + uvarint(1)
+        + uvarint(len(epoch))
         + epoch
-        + _uvarint(2)
-        + _uvarint(len(features))
+        + uvarint(2)
+        + uvarint(len(features))
         + features
     )
 

@@ -98,16 +98,16 @@ def _ask(host: str, port: int, config: Mapping[str, Any], timeout_s: float) -> B
 def _request(correlation: int) -> bytes:
     """ApiVersions v3: request header v2 (client id, no tags) and the client software fields."""
     header = struct.pack(">hhih", API_VERSIONS, 3, correlation, len(_CLIENT_ID)) + _CLIENT_ID + b"\x00"
-    body = _compact(b"mirrorflow") + _compact(b"1") + b"\x00"
+    body = compact(b"mirrorflow") + compact(b"1") + b"\x00"
     payload = header + body
     return struct.pack(">i", len(payload)) + payload
 
 
-def _compact(text: bytes) -> bytes:
-    return _uvarint(len(text) + 1) + text
+def compact(text: bytes) -> bytes:
+    return uvarint(len(text) + 1) + text
 
 
-def _uvarint(value: int) -> bytes:
+def uvarint(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -13,8 +13,10 @@ Read from each cluster's ApiVersions answer (broker_features.py), asked once per
   topic its state belongs to by ID; without them it can only go by name;
 - `group.version` 1 (Kafka 4.0+, KIP-848): consumers of the new group protocol can only join
   groups on clusters that have it, which matters where groups fail over or back;
-- the round trip of the request: a cluster tens of milliseconds away is on a slow link, where
-  the copy's settings for a WAN pay (see the docs' "Slow links").
+- the round trip of the request: a cluster tens of milliseconds away is on a slow link. A copy
+  reads one source partition at a time, one fetch per round trip, so from a far source it moves
+  at most `max.partition.fetch.bytes` per round trip: `slow_link_problems` suggests the larger
+  fetch the docs' "Slow links" measured, for each flow whose source is far and still has less.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import ConfigError, MirrorConfig
+from mirrorflow.config import ConfigError, MirrorConfig, Problem
+from mirrorflow.config.problems import warning
 from mirrorflow.ops.broker_features import BrokerFeatures, ProbeError, probe
 
 # Kafka's MetadataVersion feature levels and their names, as Kafka 4.4.0 defines them
@@ -64,6 +67,10 @@ API_INIT_PRODUCER_ID = 22
 METADATA_WITH_TOPIC_IDS = 10
 # One round trip above this is not a machine-room network: the copy should use the WAN settings.
 REMOTE_ROUND_TRIP_MS = 10.0
+# The copy consumer's fetch per partition: mirrorflow's default, and what the docs' "Slow links"
+# recommend for a far source (benchmarks/wan.py).
+DEFAULT_PARTITION_FETCH = 8 << 20
+WAN_PARTITION_FETCH = 32 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,3 +174,31 @@ def cluster_versions(config: MirrorConfig, *, timeout_s: float) -> list[ClusterV
             )
         )
     return out
+
+
+def slow_link_problems(config: MirrorConfig, versions: list[ClusterVersion]) -> list[Problem]:
+    """A warning per enabled flow whose source is far away and whose copy fetches less than the
+    recommended amount per partition and round trip."""
+    far = {v.alias: v for v in versions if v.remote}
+    problems = []
+    for flow in config.flows:
+        if flow.source not in far or not config.replication_enabled(flow.source, flow.target):
+            continue
+        try:
+            consumer = FlowClients.resolve(flow).consumer("source")
+        except ConfigError:
+            continue
+        fetch = int(consumer.get("max.partition.fetch.bytes", DEFAULT_PARTITION_FETCH))
+        if fetch >= WAN_PARTITION_FETCH:
+            continue
+        trip = far[flow.source].round_trip_ms or 0.0
+        problems.append(
+            warning(
+                f"{flow.source}.consumer.max.partition.fetch.bytes",
+                f"{flow.source} answers in {trip:.0f} ms, a slow link: {flow.name} reads each partition one "
+                f"fetch per round trip, at most {fetch:,} bytes each",
+                f"set {flow.source}.consumer.max.partition.fetch.bytes = {WAN_PARTITION_FETCH} (the docs' "
+                "Slow links: fewer round trips per partition)",
+            )
+        )
+    return problems
