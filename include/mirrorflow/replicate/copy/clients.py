@@ -73,10 +73,13 @@ class PooledConsumer:
 
 
 class SharedClients:
-    def __init__(self, job: CopyJob) -> None:
+    def __init__(self, job: CopyJob, *, keep_writers: bool = False) -> None:
         from mirrorflow.replicate.copy.writer import SlotWriter
 
         self.job = job
+        self.keep_writers = keep_writers
+        """Slot writers stay open after a slot's copy (a worker copying range after range), or
+        go with it (a batch worker: at most about SLOT_THREADS producers open at once)."""
         self.progress = ProgressReader(job.target_consumer, job.progress_topic, job.source)
         self.progress_partitions: int | None = None
         self._writer_class = SlotWriter
@@ -104,6 +107,18 @@ class SharedClients:
             if found is None:
                 found = self._writers[slot] = self._writer_class(self.job, slot, self)
             return found
+
+    def release(self, slot: int) -> None:
+        """Let a slot's writer go, unless writers are kept (see keep_writers); a fenced one stays
+        known as such."""
+        if self.keep_writers:
+            return
+        with self._lock:
+            writer = self._writers.get(slot)
+            if writer is not None and writer.fenced is None:
+                del self._writers[slot]
+        if writer is not None:
+            writer.close()
 
     def committed(self) -> dict[tuple[str, int], int]:
         with self._lock:

@@ -13,7 +13,7 @@ flushes and commits.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
@@ -99,16 +99,7 @@ class SourceReader:
                 continue
             idle_since = time.monotonic()
             self.watch.alive()
-            by_partition: dict[Where, list[Message]] = {}
-            for message in batch:
-                topic = message.topic()
-                if topic is None:
-                    error = message.error()
-                    if error is not None:
-                        raise KafkaException(error)
-                    continue
-                by_partition.setdefault((topic, message.partition()), []).append(message)
-            for where, messages in by_partition.items():
+            for where, messages in self._by_partition(batch, copies):
                 if where not in unread:
                     continue  # read to its end already, or left from the consumer's last assignment
                 if sum(chunk.bytes for _, chunk in copies.values()) >= job.max_bytes:
@@ -118,6 +109,29 @@ class SourceReader:
         for copy, chunk in copies.values():
             if chunk.reached_end:
                 chunk.last_processed = max(chunk.last_processed, copy.end - 1)
+
+    @staticmethod
+    def _by_partition(
+        batch: list[Message], copies: dict[Where, object]
+    ) -> Iterable[tuple[Where, list[Message]]]:
+        """The batch's messages per partition, in order. A transaction of one partition (a large
+        one, chunk after chunk) gets its batch as it is when its first and last message are that
+        partition's: the consumer reads nothing else, so nothing between them is another's."""
+        first, last = batch[0], batch[-1]
+        if len(copies) == 1 and first.topic() is not None:
+            where = (first.topic(), first.partition())
+            if where in copies and (last.topic(), last.partition()) == where:
+                return [(where, batch)]
+        by_partition: dict[Where, list[Message]] = {}
+        for message in batch:
+            topic = message.topic()
+            if topic is None:
+                error = message.error()
+                if error is not None:
+                    raise KafkaException(error)
+                continue
+            by_partition.setdefault((topic, message.partition()), []).append(message)
+        return by_partition.items()
 
     def _hand(
         self,
@@ -132,17 +146,20 @@ class SourceReader:
         expected = chunk.last_processed + 1
         if messages[0].offset() < expected and messages[0].error() is None:
             messages = [m for m in messages if m.offset() >= expected or m.error() is not None]
-        for index, message in enumerate(messages):
-            error = message.error()
-            if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
-                if index:
-                    copy.take(chunk, messages[:index], producer, target_watch)
-                offset = message.offset() if message.offset() >= 0 else chunk.last_processed + 1
-                self._skip_deleted(copy, chunk, offset)
-                break
-        else:
-            if messages:
-                copy.take(chunk, messages, producer, target_watch)
+        # A partition whose next offset is gone ends its fetching with the reset error: it can
+        # only be the last of the partition's messages.
+        tail = messages[-1] if messages else None
+        reset = (
+            tail is not None
+            and tail.error() is not None
+            and tail.error().code() == KafkaError._AUTO_OFFSET_RESET
+        )
+        taken = messages[:-1] if reset else messages
+        if taken:
+            copy.take(chunk, taken, producer, target_watch)
+        if reset:
+            assert tail is not None
+            self._skip_deleted(copy, chunk, tail.offset() if tail.offset() >= 0 else chunk.last_processed + 1)
         self.positions[where] = chunk.last_processed + 1
         if chunk.reached_end or chunk.refused is not None:
             unread.discard(where)

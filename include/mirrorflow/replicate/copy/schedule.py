@@ -57,7 +57,11 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
     if not spans:
         return []
     copies = [PartitionCopy(job, span, UnitResult.for_span(span)) for span in spans]
-    _SlotCopy(job, copies, shared, shared.writer(slots.pop())).run()
+    slot = slots.pop()
+    try:
+        _SlotCopy(job, copies, shared, shared.writer(slot)).run()
+    finally:
+        shared.release(slot)
     return [c.result for c in copies]
 
 
