@@ -43,6 +43,8 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         source_admin=clients.source_admin,
         target_admin=clients.target_admin,
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
+        max_bytes_per_second=flow.replicate_max_bytes_per_second,
+        workers=max(1, len(plan.slices())),
     )
 
 

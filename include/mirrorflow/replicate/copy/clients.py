@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -33,6 +34,32 @@ from mirrorflow.replicate.copy.job import CopyJob, UnitResult
 from mirrorflow.replicate.progress import ProgressReader
 
 CONSUME_BATCH = 2000
+
+
+class Throttle:
+    """A worker's share of its flow's byte rate, shared by the worker's copy threads.
+
+    A virtual clock: each read of n bytes moves the time the worker's budget frees up by n / rate
+    (from now, if that time has passed: an idle worker earns nothing), and a reader sleeps while
+    that time is more than BURST_S ahead of now. So over any stretch the worker moves at most its
+    rate times the stretch plus BURST_S, and nothing is spent on a clock while there is no cap."""
+
+    BURST_S = 0.25
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._free_at = time.monotonic()
+
+    def take(self, count: int) -> None:
+        if self.rate <= 0 or count <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._free_at = max(self._free_at, now) + count / self.rate
+            wait = self._free_at - now - self.BURST_S
+        if wait > 0:
+            time.sleep(wait)
 
 
 class Stats:
@@ -98,6 +125,7 @@ class SharedClients:
         """The first copy of the worker that found a cluster unreachable."""
         self.watches = watches(job)
         """(source, target) reachability, as every copy of the worker sees it."""
+        self.throttle = Throttle(job.max_bytes_per_second / max(1, job.workers))
 
     # -- writers -------------------------------------------------------------------------------
     def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer, Topic
 from mirrorflow.kafka import ClusterWatch, watermarks
 from mirrorflow.replicate.copy.calls import topic_metadata
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy
-from mirrorflow.replicate.copy.clients import CONSUME_BATCH, PooledConsumer
+from mirrorflow.replicate.copy.clients import CONSUME_BATCH, PooledConsumer, Throttle
 from mirrorflow.replicate.copy.job import CopyError, CopyJob
 
 CONSUME_TIMEOUT_S = 0.1
@@ -31,8 +31,8 @@ Where = tuple[str, int]
 class SourceReader:
     """One pooled consumer, reading for one slot's transactions one after another."""
 
-    def __init__(self, pooled: PooledConsumer, watch: ClusterWatch) -> None:
-        self.pooled, self.watch = pooled, watch
+    def __init__(self, pooled: PooledConsumer, watch: ClusterWatch, throttle: Throttle) -> None:
+        self.pooled, self.watch, self.throttle = pooled, watch, throttle
         self.consumer = pooled.consumer
         self.positions: dict[Where, int] = {}
         """Each assigned partition's next offset as the copies see it."""
@@ -99,6 +99,7 @@ class SourceReader:
                 continue
             idle_since = time.monotonic()
             self.watch.alive()
+            before = read_bytes
             for where, messages in self._by_partition(batch, copies):
                 if where not in unread:
                     continue  # read to its end already, or left from the consumer's last assignment
@@ -106,6 +107,7 @@ class SourceReader:
                     self.leftover.setdefault(where, []).extend(messages)
                     continue
                 self._hand(where, messages, copies, unread, producer, target_watch)
+            self.throttle.take(sum(chunk.bytes for _, chunk in copies.values()) - before)
         for copy, chunk in copies.values():
             if chunk.reached_end:
                 chunk.last_processed = max(chunk.last_processed, copy.end - 1)

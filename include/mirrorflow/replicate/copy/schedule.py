@@ -189,7 +189,9 @@ class _SlotCopy:
         source_watch, target_watch = self.watches
         if any(c.pending for c in batch):
             if self.reader is None:
-                self.reader = SourceReader(self.shared.source_consumer(source_watch), source_watch)
+                self.reader = SourceReader(
+                    self.shared.source_consumer(source_watch), source_watch, self.shared.throttle
+                )
             self.reader.watch = self.reader.pooled.watch = source_watch
         large = any(c.pending > SMALL_SPAN for c in batch)
         try:
