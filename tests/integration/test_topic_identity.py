@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from localkafka.compaction import compact
@@ -261,3 +261,28 @@ def test_a_checkpoint_read_returns_everything_or_fails_never_a_part(shared_clust
         except KafkaCallError:
             continue  # said so: never a silent part
         assert len(found) == len(written), f"timeout {timeout_s}: {len(found)} of {len(written)}"
+
+
+def test_a_late_writer_never_brings_a_deleted_topic_back_with_the_brokers_defaults(
+    shared_clusters, unique
+) -> None:
+    """Brokers auto-create topics by default. A producer of the flow that asks for a deleted
+    topic's metadata (a zombie copy writing progress, a late heartbeat) must not recreate it:
+    the progress topic would come back with one partition and cleanup.policy=delete, and the
+    next run would take it as its own. Found by the suite: a producer left behind by one test
+    brought back, after the next test emptied the cluster, the progress topic a later test
+    checked. The control producer (librdkafka's default) shows the broker does auto-create."""
+    a, b = shared_clusters[:2]
+    flow = mirror_config([a, b], ["A->B"], {"topics": unique("unused")}).flow("A", "B")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    ours, control = unique("never-created"), unique("auto-created")
+    for topic, config in (
+        (ours, flow.target_producer_config()),
+        (control, {"bootstrap.servers": b.bootstrap}),
+    ):
+        producer = Producer({**config, "message.timeout.ms": 3000})
+        producer.produce(topic, b"late")
+        producer.flush(5)
+    topics = admin.list_topics(timeout=10).topics
+    assert control in topics, "the broker did not auto-create: the test proves nothing"
+    assert ours not in topics

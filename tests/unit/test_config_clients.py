@@ -54,7 +54,9 @@ def test_bootstrap_and_consumer_defaults() -> None:
     assert configs["target_producer"] == {
         "bootstrap.servers": "b1:9092,b2:9092",
         "client.id": "A->B|target-producer",
+        "allow.auto.create.topics": "false",
     }
+    assert configs["source_producer"]["allow.auto.create.topics"] == "false"
     assert configs["source_admin"]["bootstrap.servers"] == "a:9092"
     assert configs["target_consumer"]["enable.auto.commit"] == "false"
 

@@ -67,7 +67,8 @@ class MirrorflowKafkaHook(KafkaBaseHook):
         return Consumer(self.client_config(settings))
 
     def producer(self, **overrides: Any) -> Producer:
-        return Producer(self.client_config({"acks": "all", **overrides}))
+        # Never auto-create a topic (librdkafka's producer default): see FlowConfig.file_client_config.
+        return Producer(self.client_config({"acks": "all", "allow.auto.create.topics": False, **overrides}))
 
     def test_connection(self) -> tuple[bool, str]:
         """The Connections UI's Test: (True, what was found) or (False, what is wrong and what to do)."""
