@@ -15,16 +15,17 @@ partitions keep firing instead of going quiet for want of series.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.ops.verification.report import PASSING
 
-# ops.verify's verdicts, the passing ones first.
-VERDICTS_OK = ("verified", "sample passed")
+# ops.verification's verdicts, the passing ones first.
+VERDICTS_OK = PASSING
 VERDICTS = (*VERDICTS_OK, "incomplete", "failed")
 
 
@@ -211,9 +212,14 @@ def _seconds(ms: int) -> float:
     return round(max(0, ms) / 1000, 3)
 
 
-def render(status: MirrorStatus | None, *, now_ms: int | None = None) -> bytes:
-    """The Prometheus text of a status snapshot (None: the first one is still being read)."""
+def render(
+    status: MirrorStatus | None, *, now_ms: int | None = None, extra: Iterable[Collector] = ()
+) -> bytes:
+    """The Prometheus text of a status snapshot (None: the first one is still being read), and
+    of the `extra` collectors (the status app's series of Airflow's DAG runs)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StatusCollector(status, now_ms))
+    for collector in extra:
+        registry.register(collector)
     return generate_latest(registry)

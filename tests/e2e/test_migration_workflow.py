@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from mirrorflow.airflow.migrate import SUMMARY_KIND
+from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
 from mirrorflow.replicate.runs import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce
@@ -54,7 +54,7 @@ def _migration_summaries(backup) -> list[dict]:
     return [
         json.loads(body)
         for _, _, _, kind, body in iter_run_records({"bootstrap.servers": backup.bootstrap})
-        if kind == SUMMARY_KIND
+        if kind == MIGRATION_SUMMARY_KIND
     ]
 
 

@@ -11,7 +11,7 @@ from airflow.sdk.exceptions import ParamValidationError
 
 from mirrorflow.airflow.forms import sample_fraction, verify_form_problems
 from mirrorflow.config import load_config
-from mirrorflow.ops.verify import SUMMARY_KIND
+from mirrorflow.ops.verification.report import SUMMARY_KIND
 from mirrorflow.replicate.runs import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce

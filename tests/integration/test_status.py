@@ -10,7 +10,8 @@ import time
 
 from click.testing import CliRunner
 
-from mirrorflow.airflow.status_page import PageView, render_content
+from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_page import render_content
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.heartbeats import emit_heartbeats

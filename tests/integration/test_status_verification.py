@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.cli import main
 from mirrorflow.control.mirror_client import FIRST_SCAN, mirror_status
-from mirrorflow.ops import verify_service
-from mirrorflow.ops.verify import SUMMARY_KIND
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.report import SUMMARY_KIND
 from mirrorflow.replicate.runs import RUNS_TOPIC
 
 from .kafkatools import create_topics, produce

@@ -9,21 +9,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from mirrorflow.airflow import status_page
-from mirrorflow.airflow.status_page import (
-    PAGE_ROWS,
+from mirrorflow.airflow import status_links
+from mirrorflow.airflow.status_cells import sparkline, time_html
+from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_links import (
     AirflowFacts,
-    PageView,
+    DagRunFacts,
     dag_url,
     paused_hints,
-    render_content,
-    render_page,
     run_url,
-    sparkline,
     task_url,
-    time_html,
-    topic_rows,
 )
+from mirrorflow.airflow.status_page import render_content, render_page
+from mirrorflow.airflow.status_tables import PAGE_ROWS, topic_rows
 from mirrorflow.config import load_config
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, UpstreamStatus
 from mirrorflow.control.status_health import (
@@ -206,14 +204,24 @@ def test_links_to_dags_runs_and_task_logs() -> None:
     assert f'<a href="{run}/tasks/report" target="_top"' in page
     assert f'<a href="{run}/tasks/copy" target="_top"' in page
 
-    # With Airflow to ask: a migration's run links to the migration DAG, with its state; a run
+    # With Airflow to ask: a migration's figures link to the migration DAG's run; the flow's
+    # last run is its replication DAG's newest, with its state and every step's log; a run
     # Airflow never had (started from the CLI) is plain text.
     migrated = flow()
     migrated.last_run = {**migrated.last_run, "mode": "migrate"}
-    facts = AirflowFacts(dags=frozenset(), runs={("mirrorflow_migrate", RUN): "success"})
+    newest = DagRunFacts("scheduled__2023-11-14T22:15:00+00:00", "success", T0 - 30_000, T0 - 20_000)
+    facts = AirflowFacts(
+        dags=frozenset(),
+        runs={("mirrorflow_migrate", RUN): "success"},
+        last_run={"mirrorflow__A__B__replicate": newest},
+        last_success={"mirrorflow__A__B__replicate": newest},
+    )
     page = render_content(view(status(migrated), facts=facts))
     assert f'href="{run_url("mirrorflow_migrate", RUN)}"' in page
     assert '<span class="badge state-success">success</span>' in page
+    replicated = run_url("mirrorflow__A__B__replicate", newest.run_id)
+    for step in ("plan", "copy", "report"):
+        assert f'<a href="{replicated}/tasks/{step}" target="_top"' in page
     cli = render_content(view(status(flow()), facts=AirflowFacts(dags=frozenset())))
     assert "/runs/" not in cli and "not an Airflow run" in cli
 
@@ -225,10 +233,10 @@ def test_dag_ids_match_the_dag_builders() -> None:
     from mirrorflow.airflow.replicate import replicate_dag_id
     from mirrorflow.airflow.verify import verify_dag_id
 
-    assert status_page.replicate_dag_id("A", "B") == replicate_dag_id("A", "B")
-    assert status_page.HEARTBEATS_DAG_ID == HEARTBEATS_DAG_ID
-    assert status_page.verify_dag_id("A", "B") == verify_dag_id("A", "B")
-    assert status_page.MIGRATE_DAG_ID == MIGRATE_DAG_ID
+    assert status_links.replicate_dag_id("A", "B") == replicate_dag_id("A", "B")
+    assert status_links.HEARTBEATS_DAG_ID == HEARTBEATS_DAG_ID
+    assert status_links.verify_dag_id("A", "B") == verify_dag_id("A", "B")
+    assert status_links.MIGRATE_DAG_ID == MIGRATE_DAG_ID
 
 
 def test_sparkline_of_a_history() -> None:
@@ -311,7 +319,12 @@ def test_airflow_is_asked_once_per_interval_and_a_failure_costs_only_the_links()
     first = cache.get(current, config())
     assert cache.get(current, config()) is first and len(asked) == 1
     dags, runs = asked[0]
-    assert dags == ["mirrorflow__A__B__replicate", "mirrorflow_heartbeats"]
+    assert dags == [
+        "mirrorflow__A__B__replicate",
+        "mirrorflow__A__B__verify",
+        "mirrorflow_heartbeats",
+        "mirrorflow_migrate",
+    ]
     assert runs == sorted([("mirrorflow__A__B__replicate", RUN), ("mirrorflow_migrate", RUN)])
 
     def broken(dags, runs) -> AirflowFacts:

@@ -22,7 +22,8 @@ from typing import Any
 
 from airflow.sdk import DAG, get_current_context, task
 
-from mirrorflow.airflow.replicate import START, TAGS
+from mirrorflow.airflow.replicate import START
+from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, heartbeat_period
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicJob
@@ -78,7 +79,7 @@ def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, HEARTBEATS],
+        tags=dag_tags(HEARTBEATS),
         default_args={"retries": 0},
         doc_md=(
             "Writes MM2 heartbeats **(source, target, now)** into each pair's `heartbeats` topic on its "
@@ -123,7 +124,7 @@ def topic_job_dag(path: str, flow: FlowConfig, job: TopicJob) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, job.name, f"{source}->{target}"],
+        tags=dag_tags(job.name, flow.name),
         default_args={"retries": 0},
         doc_md=(
             f"**{source} → {target}**: {job.description}.\n\n"

@@ -31,8 +31,10 @@ from mirrorflow.commands.replicate import (
     _parse_until,
     cli_run_id,
 )
-from mirrorflow.ops import verify, verify_service
 from mirrorflow.ops.acls import MissingAcl
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.plan import VerifyError
+from mirrorflow.ops.verification.report import VerificationFailed, mismatch_line
 
 INCOMPLETE_EXIT = 3
 MISMATCH_LINES = 20
@@ -92,7 +94,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     if summary["confidence"]:
         console.print(f"sample: {escape(summary['confidence'])}")
     for row in summary["mismatches"][:MISMATCH_LINES]:
-        console.print(f"[red]{escape(verify.mismatch_line(row))}[/red]", highlight=False)
+        console.print(f"[red]{escape(mismatch_line(row))}[/red]", highlight=False)
     if summary["mismatch_count"] > MISMATCH_LINES:
         console.print(f"[red]... and {summary['mismatch_count'] - MISMATCH_LINES:,} more mismatches[/red]")
     for row in summary["errors"]:
@@ -162,9 +164,9 @@ def verify_command(
             seed=seed,
             connect_timeout_s=connect_timeout,
         )
-    except verify.VerificationFailed as exc:
+    except VerificationFailed as exc:
         summary = dict(exc.summary)
-    except (*_PLAN_ERRORS, MissingAcl, verify.VerifyError) as exc:
+    except (*_PLAN_ERRORS, MissingAcl, VerifyError) as exc:
         message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
         raise click.ClickException(f"{flow.name} verification failed to run: {message}") from exc
     if output == "json":

@@ -97,3 +97,27 @@ def run_table_lines(plan: Plan, summary: Mapping[str, Any]) -> list[str]:
     """The run's table and its totals line, as plain lines for a task log."""
     lines = plain_lines(summary_table(plan, summary)) if plan.spans else []
     return [*lines, totals_line(plan, summary)]
+
+
+def plan_lines(overview: Mapping[str, Any]) -> list[str]:
+    """A plan as its task logs it (service.plan_overview): a row per topic, the most lost and
+    pending first (at most service.TOPIC_ROWS), and one line of totals."""
+    table = Table(title=f"{overview['flow']} {overview['mode']} plan {overview['run_id']}")
+    for column in ("source topic", "partitions", "pending", "ranges", "lost to retention"):
+        table.add_column(column, justify="left" if column == "source topic" else "right")
+    for topic, row in overview["topics"].items():
+        table.add_row(
+            escape(topic),
+            f"{row['partitions']:,}",
+            f"{row['pending']:,}",
+            f"{row['ranges']:,}",
+            f"{row['lost']:,}",
+        )
+    more = overview["topics_count"] - len(overview["topics"])
+    return [
+        *(plain_lines(table) if overview["topics"] else []),
+        *([f"... and {more:,} more topic(s); the totals count them"] if more > 0 else []),
+        f"plan: {overview['topics_count']:,} topic(s), {overview['partitions']:,} partition(s), "
+        f"{overview['pending']:,} offset(s) pending in {overview['ranges']:,} range(s) over "
+        f"{overview['units']:,} partition(s) to copy",
+    ]
