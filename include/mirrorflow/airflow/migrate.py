@@ -235,7 +235,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
                 for step in STEPS
                 if states.get(step) == "failed"
             }
-            summary = outcome(params, states, errors, _xcom)
+            summary = outcome(run_id, params, states, errors, _xcom)
             if states.get("check") == "success":  # a form that failed its check may name no valid flow
                 try:
                     flow = config.flow(params["source"], params["target"])
@@ -266,7 +266,11 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
         previewed = preview()
         verified >> previewed >> approve
         moved = cutover()
-        approve >> moved >> final_report()
+        reported_last = final_report()
+        # The final report waits for the check too: a check that refuses the form skips every
+        # step up to the report at once, and the report must not run before the check has failed.
+        approve >> moved >> reported_last
+        checked >> reported_last
     return dag
 
 

@@ -3,8 +3,9 @@ Actions) and the final report's verdict on the run.
 
 The approval states what was asked, what "Copy up to" resolved to, what was copied and not
 copied, what the verification found, and per group to move whether it moves or is blocked and
-why (mirrorflow.ops.migration_evidence). Only a group that moves gets a check mark: a failure,
-a blocked group or a verification short of verified is never shown as passed.
+why (mirrorflow.ops.migration_evidence). A blocked group says so in capitals, with each
+reason; nothing short of copied and verified is worded as passed. No emoji: the UI's font may
+have none, and a box is no evidence.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 
 from mirrorflow.replicate.until import utc_text
 
-MOVES, BLOCKED = "✅", "⛔"
 GROUP_TABLE_ROWS = 50  # partition rows of all groups in the body
 
 
@@ -103,10 +103,10 @@ def group_lines(evidence: Mapping[str, Any], groups_regex: str) -> list[str]:
     for group in groups:
         topics = ", ".join(group["topics"][:5]) + (" ..." if len(group["topics"]) > 5 else "")
         if group["movable"]:
-            lines.append(f"- {MOVES} **{group['group']}** ({topics}): moves.")
+            lines.append(f"- **{group['group']}** ({topics}): moves.")
         else:
             lines.append(
-                f"- {BLOCKED} **{group['group']}** ({topics}): **blocked**, stays where it is: "
+                f"- **{group['group']}** ({topics}): **BLOCKED**, stays where it is: "
                 + "; ".join(group["blocked"][:5])
                 + (f"; and {len(group['blocked']) - 5} more" if len(group["blocked"]) > 5 else "")
                 + "."

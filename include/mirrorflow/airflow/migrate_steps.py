@@ -14,19 +14,18 @@ from typing import Any
 
 from mirrorflow.airflow.forms import COPY_UNTIL, GROUPS, TOPICS, groups_regex, migrate_form_problems
 from mirrorflow.airflow.migrate_approval import approval_body
-from mirrorflow.airflow.task_errors import failing_at_once
+from mirrorflow.airflow.task_errors import failing_at_once, stop_the_run
 from mirrorflow.config import load_config
 
 log = logging.getLogger("mirrorflow.airflow.migrate")
 
 XCom = Callable[[str], Any]  # task id -> its return value (None when it has none)
+FINAL_STEP = "final_report"
 
 
 def check_step(path: str, clusters: list[str], params: Mapping[str, Any]) -> dict[str, Any]:
     """Every field of the form read, and held against the source (request_check); fails at
     once with one sentence per problem, or returns what the run will cover and its warnings."""
-    from airflow.sdk.exceptions import AirflowFailException
-
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.request_check import check_request
     from mirrorflow.replicate.service import flow_for
@@ -35,7 +34,7 @@ def check_step(path: str, clusters: list[str], params: Mapping[str, Any]) -> dic
     with failing_at_once():
         problems = migrate_form_problems(clusters, params)
         if problems:
-            raise AirflowFailException("The trigger form needs changes: " + " ".join(problems))
+            stop_the_run("The trigger form needs changes: " + " ".join(problems), keep=[FINAL_STEP])
         flow = flow_for(path, params["source"], params["target"], params["topics"])
         until_ms = parse_until(params["until"])
         checked = check_request(
@@ -48,7 +47,7 @@ def check_step(path: str, clusters: list[str], params: Mapping[str, Any]) -> dic
             until_title=COPY_UNTIL,
         )
         if checked.problems:
-            raise AirflowFailException("The trigger form needs changes: " + " ".join(checked.problems))
+            stop_the_run("The trigger form needs changes: " + " ".join(checked.problems), keep=[FINAL_STEP])
     for warning in checked.warnings:
         log.warning("%s", warning)
     log.info(
@@ -236,6 +235,7 @@ def decision(states: Mapping[str, str], approval: Mapping[str, Any] | None) -> t
 
 
 def outcome(
+    run_id: str,
     params: Mapping[str, Any],
     states: Mapping[str, str],
     errors: Mapping[str, str | None],
@@ -249,11 +249,12 @@ def outcome(
     chosen, who = decision(states, xcom("approve"))
     records = None if copied is None else copied["totals"]["records"]
     failed = [s for s in STEPS if states.get(s) == "failed"]
-    not_run = [s for s in STEPS if states.get(s) == "upstream_failed"]
+    after = STEPS[STEPS.index(failed[0]) + 1 :] if failed else ()
+    not_run = [s for s in after if states.get(s) in ("upstream_failed", "skipped")]
     if failed:
         why = (errors.get(failed[0]) or "see its log").rstrip(".")
         text = (
-            f"The migration did not start: {why}."
+            f"The migration did not start: {why[:1].lower()}{why[1:]}."
             if failed[0] == "check"
             else f"The migration stopped at {failed[0]}: {why}."
         )
@@ -280,6 +281,7 @@ def outcome(
             + "."
         )
     return {
+        "run_id": run_id,
         "source": params["source"],
         "target": params["target"],
         "topics": params["topics"],

@@ -10,8 +10,9 @@ without opening its log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 log = logging.getLogger("mirrorflow.airflow")
 
@@ -62,3 +63,25 @@ def failing_at_once(*also: type[Exception]) -> Iterator[None]:
     except Exception as exc:
         record_error(f"{type(exc).__name__}: {told(exc)}")
         raise
+
+
+def stop_the_run(message: str, *, keep: Iterable[str]) -> NoReturn:
+    """Fail this task with `message` and mark every task after it skipped but those in `keep`
+    (the run's final report, which then tells the outcome).
+
+    A failed first task would otherwise leave every later task upstream_failed: a column of
+    failures under the one that matters, in the grid and in any summary of the run. Steps that
+    never started because the request was refused are not failures; they did not run. Airflow's
+    SkipMixin skips downstream tasks only from a task that then succeeds, so this sends the same
+    request to the task's supervisor (SkipDownstreamTasks, Airflow 3.3's execution API) and
+    fails."""
+    from airflow.sdk import get_current_context
+    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.sdk.execution_time.comms import SkipDownstreamTasks
+    from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
+
+    kept = set(keep)
+    after = sorted(get_current_context()["task"].get_flat_relative_ids(upstream=False) - kept)
+    if after:
+        SUPERVISOR_COMMS.send(msg=SkipDownstreamTasks(tasks=after))
+    raise AirflowFailException(message)

@@ -84,9 +84,9 @@ def check_request(
             if not flow.policy.is_internal_topic(name) and not is_cycle(flow.policy, flow.target, name)
         )
         holds = f"it has {len(candidates)}: {_some(candidates)}" if candidates else "it has none"
-        verb = "copy" if copies else "verify"
+        done = "copied" if copies else "verified"
         result.problems.append(
-            f"{topics_title}: {flow.topics[0]!r} matches no topic of {flow.source} that can be {verb}ed "
+            f"{topics_title}: {flow.topics[0]!r} matches no topic of {flow.source} that can be {done} "
             f"({holds}); the expression must match whole names, as {flow.source} calls them."
         )
     if groups_regex is not None:
