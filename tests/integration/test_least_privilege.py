@@ -583,3 +583,55 @@ def test_validate_connect_names_every_missing_acl_of_the_enabled_jobs_at_once(pa
         assert f"{PRINCIPAL} may not" in errors[f"A->B {job}"] and "kafka-acls.sh" in errors[f"A->B {job}"]
     assert "TRANSACTIONAL_ID" in errors["A->B replicate"] or "transactional-id" in errors["A->B replicate"]
     assert snapshot(pair) == before
+
+
+def test_validate_connect_with_exactly_the_tables_acls_is_clean(pair) -> None:
+    """A read-only source (offset-syncs on the target, no heartbeats written into it) and the
+    principal holding exactly the table's ACLs of every enabled job: the preflight names no
+    missing ACL and no setting it could not read; what the ACLs do not let it see (the
+    durability settings of the topics the flow writes, which need DescribeConfigs) is said once,
+    calmly, with the grant that would let it check them."""
+    from mirrorflow.ops.preflight import preflight
+
+    config = pair.config("offset-syncs.topic.location = target\nB->A.emit.heartbeats.enabled = false\n")
+    flow = config.flow("A", "B")
+    jobs = (
+        "replicate",
+        "refresh_topics",
+        "sync_topic_configs",
+        "sync_topic_acls",
+        "checkpoints",
+        "group_sync",
+        "heartbeats",
+    )
+    wanted = {r for job in jobs for r in grants(flow, job, topics=TOPICS, groups=GROUPS)}
+    unique: dict[str, dict[str, AclBinding]] = {"A": {}, "B": {}}
+    for resolved in wanted:  # jobs share grants (the same ACL for another reason)
+        binding = acl_binding(resolved, PRINCIPAL)
+        unique[resolved.cluster][str(binding)] = binding
+    by_cluster = {alias: list(bindings.values()) for alias, bindings in unique.items()}
+    mine = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        PRINCIPAL,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    try:
+        for alias, bindings in by_cluster.items():
+            for future in pair.admin(alias).create_acls(bindings).values():
+                future.result(30)
+        wait_for_acls(pair, {alias: len(b) for alias, b in by_cluster.items()})
+        problems = preflight(config, timeout_s=10)
+    finally:
+        for alias in "AB":
+            pair.admin(alias).delete_acls([mine])[mine].result(30)
+        wait_for_acls(pair, {"A": 0, "B": 0})
+    told = [str(p) for p in problems]
+    assert not [p for p in problems if p.is_error], told
+    unread = [t for t in told if "could not be read" in t or "AUTHORIZATION_FAILED" in t]
+    assert not unread, told
+    (unchecked,) = [t for t in told if "DescribeConfigs" in t]
+    assert unchecked.startswith("note: ") and "were not checked" in unchecked and "kafka-acls.sh" in unchecked

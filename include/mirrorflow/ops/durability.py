@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, 
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
-from mirrorflow.config.problems import error, unique, warning
+from mirrorflow.config.problems import error, note, unique, warning
 from mirrorflow.kafka import admin_client
 from mirrorflow.policy import should_replicate_topic
 
@@ -186,6 +186,35 @@ def _as_bool(entries: dict, name: str) -> bool:
     return entry is not None and str(entry.value).lower() == "true"
 
 
+def _not_authorized(exc: KafkaException) -> bool:
+    cause = exc.args[0] if exc.args else None
+    return isinstance(cause, KafkaError) and cause.code() in (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    )
+
+
+def _unchecked_note(flow: FlowConfig, names: list[str], *, broker_defaults: bool) -> Problem:
+    """One note for every topic whose settings the principal may not read: no job needs
+    DescribeConfigs on them, so the least-privilege table does not grant it, and a principal
+    holding exactly that table is doing nothing wrong."""
+    shown = ", ".join(names[:NAMES_SHOWN]) + (
+        f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    )
+    grant = "DescribeConfigs on those topics" + (
+        " and on the cluster (for the broker defaults new topics get)" if broker_defaults else ""
+    )
+    return note(
+        f"{flow.target}: durability not checked",
+        f"the replication settings of {len(names)} topic(s) {flow.name} writes on {flow.target} were not "
+        f"checked ({shown}): the principal may not DescribeConfigs them, which no job needs, so the "
+        "least-privilege table does not grant it",
+        f"to have validate --connect check their replication factor, min.insync.replicas and unclean "
+        f"leader election, grant {grant} (kafka-acls.sh --add --operation DescribeConfigs ...), or check "
+        "them with kafka-configs.sh --describe",
+    )
+
+
 def _kafka_error(exc: KafkaException) -> str:
     cause = exc.args[0] if exc.args else None
     return f"{cause.name()}: {cause.str()}" if isinstance(cause, KafkaError) else str(exc)
@@ -254,32 +283,40 @@ def check_flow_durability(
     metadata = _metadata(target_admin, flow.target, timeout_s)
     brokers = len(metadata.brokers)
     existing = {t.name for t in topics if t.name in metadata.topics and metadata.topics[t.name].error is None}
-    resources = [ConfigResource(ResourceType.TOPIC, name) for name in sorted(existing)]
+    requests = [[ConfigResource(ResourceType.TOPIC, name) for name in sorted(existing)]]
     if len(existing) < len({t.name for t in topics}) and metadata.brokers:
         # Topics not created yet will get the brokers' defaults; any broker answers for its own.
-        resources.append(ConfigResource(ResourceType.BROKER, str(min(metadata.brokers))))
+        # Asked on its own: a principal without DescribeConfigs on the cluster would otherwise
+        # see the whole request refused, the topics' settings with it.
+        requests.append([ConfigResource(ResourceType.BROKER, str(min(metadata.brokers)))])
     described: dict[str, dict] = {}
     unreadable: dict[str, str] = {}
-    if resources:
+    refused: dict[str, str] = {}  # what the principal may not DescribeConfigs: told once, as a note
+    for resources in filter(None, requests):
         for resource, future in target_admin.describe_configs(resources, request_timeout=timeout_s).items():
             key = "" if resource.restype == ResourceType.BROKER else resource.name
             try:
                 described[key] = future.result(timeout_s)
             except KafkaException as exc:
-                unreadable[key] = _kafka_error(exc)
+                (refused if _not_authorized(exc) else unreadable)[key] = _kafka_error(exc)
     defaults = described.get("", {})
 
     problems: list[Problem] = []
+    unchecked: list[str] = []
     remote: dict[tuple[bool, Replication], list[str]] = {}
     for topic in topics:
         exists = topic.name in existing
-        cause = unreadable.get(topic.name) if exists else unreadable.get("")
+        key = topic.name if exists else ""
+        if key in refused:
+            unchecked.append(topic.name if exists else f"{topic.name} (not created yet: the broker defaults)")
+            continue
+        cause = unreadable.get(key)
         if cause is not None:
             problems.append(
                 warning(
                     f"{flow.target}:{topic.name}",
                     f"{topic.what} {topic.name} on {flow.target}: its replication settings could not be read ({cause})",
-                    "allow DescribeConfigs on the topic and the cluster to the target's admin client",
+                    "check that the target answers DescribeConfigs, then run validate --connect again",
                 )
             )
             continue
@@ -308,6 +345,8 @@ def check_flow_durability(
     for (exists, settings), names in remote.items():
         topic = WrittenTopic(names[0], REMOTE, "replication.factor", flow.replication_factor)
         problems.append(_problem(flow, topic, names, settings, exists, brokers))
+    if unchecked:
+        problems.append(_unchecked_note(flow, unchecked, broker_defaults="" in refused))
     if replicates:
         problems += config_sync_problems(flow)
     return problems
