@@ -332,3 +332,114 @@ def test_airflow_is_asked_once_per_interval_and_a_failure_costs_only_the_links()
 
     assert FactsCache(broken, ttl_s=60).get(current, config()) == AirflowFacts()
     assert FactsCache(None, ttl_s=60).get(current, config()) == AirflowFacts()
+
+
+def test_a_failed_last_run_is_red_beside_the_last_success_and_counted_in_metrics() -> None:
+    from mirrorflow.airflow.status_metrics import AirflowRunsCollector
+    from mirrorflow.metrics import render
+
+    dag = "mirrorflow__A__B__replicate"
+    failed = DagRunFacts("manual__2023-11-14T22:12:00+00:00", "failed", T0 - 50_000, T0 - 40_000)
+    good = DagRunFacts(RUN, "success", T0 - 200_000, T0 - 190_000)
+    facts = AirflowFacts(
+        dags=frozenset([dag]),
+        last_run={dag: failed},
+        last_finished={dag: failed},
+        last_success={dag: good},
+        failed_runs={dag: 3},
+    )
+    current = status(flow())
+    page = render_content(view(current, facts=facts))
+    # The summary in Kafka is a good one (the failed run wrote none): the flow is red all the same.
+    assert badges(page)[0] == ("bad", "failed")
+    assert '<span class="badge state-failed">failed</span>' in page
+    assert "last success <time" in page and f'href="{run_url(dag, failed.run_id)}/tasks/plan"' in page
+    # The next run under way does not clear the red: the last one that ended failed.
+    retrying = DagRunFacts("scheduled__2023-11-14T22:15:00+00:00", "running", T0 - 5_000)
+    never = AirflowFacts(
+        dags=frozenset([dag]), last_run={dag: retrying}, last_finished={dag: failed}, failed_runs={dag: 1}
+    )
+    again = render_content(view(current, facts=never))
+    assert badges(again)[0] == ("bad", "failed") and "no successful run yet" in again
+    assert '<span class="badge state-running">running</span>' in again
+
+    text = render(current, now_ms=T0, extra=[AirflowRunsCollector(current, facts)]).decode()
+    labels = f'dag_id="{dag}",flow="A->B"'
+    assert f"mirrorflow_dag_runs_failed_total{{{labels}}} 3.0" in text
+    assert f'mirrorflow_dag_last_run_state{{{labels},state="failed"}} 1.0' in text
+    assert f'mirrorflow_dag_last_run_state{{{labels},state="success"}} 0.0' in text
+    (success,) = [
+        line for line in text.splitlines() if line.startswith("mirrorflow_dag_last_success_timestamp")
+    ]
+    assert float(success.split()[-1]) == (T0 - 190_000) / 1000
+    assert 'mirrorflow_flow_last_run_failed{flow="A->B"} 1.0' in text
+    # Without Airflow to ask (the CLI, a test client) there are no such series.
+    assert (
+        "mirrorflow_dag_"
+        not in render(current, now_ms=T0, extra=[AirflowRunsCollector(current, AirflowFacts())]).decode()
+    )
+
+
+def test_a_heartbeat_read_before_its_cluster_stopped_answering_is_stale_not_healthy() -> None:
+    current = status(flow(), upstreams=[upstream(60_000)])
+    down = current.cluster("B")
+    down.stale, down.error, down.unreachable_since_ms = True, "cluster B did not answer", T0 - 30_000
+    page = render_content(view(current))
+    clusters = page[page.index("<h2>Clusters") : page.index('class="legend"')]
+    assert badges(clusters) == [("warn", "stale")]
+    assert "B does not answer since" in clusters
+
+
+def test_migrations_and_verifications_are_listed_with_their_verdicts_and_logs() -> None:
+    history = [
+        {
+            "kind": "verification",
+            "at_ms": T0 - 10_000,
+            "run_id": "v2",
+            "verdict": "incomplete",
+            "matched": 300,
+            "wrong_total": 0,
+            "pending": 50,
+            "sample": None,
+        },
+        {
+            "kind": "migration",
+            "at_ms": T0 - 20_000,
+            "run_id": "m2",
+            "outcome": "The cut-over was rejected: ...",
+            "done": False,
+            "approval": "rejected",
+            "records": 0,
+            "verdict": None,
+            "groups_moved": 0,
+            "groups_blocked": 0,
+        },
+        {
+            "kind": "migration",
+            "at_ms": T0 - 30_000,
+            "run_id": "m1",
+            "outcome": "The migration is done: ...",
+            "done": True,
+            "approval": "approved",
+            "records": 200,
+            "verdict": "verified",
+            "groups_moved": 1,
+            "groups_blocked": 1,
+        },
+    ]
+    facts = AirflowFacts(
+        dags=frozenset(),
+        runs={
+            ("mirrorflow__A__B__verify", "v2"): "failed",
+            ("mirrorflow_migrate", "m2"): "failed",
+            ("mirrorflow_migrate", "m1"): "success",
+        },
+    )
+    page = render_content(view(status(flow(history=history)), facts=facts))
+    table = page[page.index("Migrations and verifications") :]
+    assert [b for b in badges(table)][:3] == [("warn", "incomplete"), ("warn", "rejected"), ("ok", "done")]
+    assert f'href="{run_url("mirrorflow_migrate", "m1")}/tasks/final_report"' in table
+    assert f'href="{run_url("mirrorflow__A__B__verify", "v2")}/tasks/report"' in table
+    # Offsets not copied yet are work to do: never in red.
+    assert "50 not copied yet" in table and 'class="fg-bad">50' not in table
+    assert "200 record(s) copied; verification verified; 1 group(s) moved, 1 blocked" in table

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
-from mirrorflow.airflow.tags import dag_tags
+from mirrorflow.airflow.tags import MANUAL_DAG_PAUSED, dag_tags
 from mirrorflow.airflow.task_errors import failing_at_once
 from mirrorflow.config import MirrorConfig
 
@@ -59,6 +59,7 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=MANUAL_DAG_PAUSED,
         tags=dag_tags("failover"),
         default_args={"retries": 0},
         params={

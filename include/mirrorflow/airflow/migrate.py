@@ -29,7 +29,7 @@ from airflow.sdk import DAG, get_current_context, task
 from mirrorflow.airflow.forms import groups_regex, migrate_form
 from mirrorflow.airflow.operators import MirrorflowCopyOperator, MirrorflowVerifyOperator
 from mirrorflow.airflow.replicate import REPORT_TRIGGER_RULE, START, plan_and_log, report_and_log
-from mirrorflow.airflow.tags import dag_tags
+from mirrorflow.airflow.tags import MANUAL_DAG_PAUSED, dag_tags
 from mirrorflow.airflow.task_errors import ERROR_KEY, failing_at_once
 from mirrorflow.config import MirrorConfig
 
@@ -112,6 +112,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=MANUAL_DAG_PAUSED,
         tags=dag_tags("migrate"),
         default_args={"retries": 3, "retry_delay": timedelta(seconds=30)},
         params=migrate_form(clusters),

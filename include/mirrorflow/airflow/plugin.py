@@ -38,9 +38,9 @@ def _connection_extra(conn_id: str) -> dict[str, Any]:
 
 def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> AirflowFacts:
     """Which of `dag_ids` Airflow has (parsed and not stale) and which are paused, each one's
-    newest run and newest successful run and how many of its runs failed, and the state of each
-    (dag_id, run_id) of `runs` that Airflow has: six queries of the api-server's metadata DB,
-    whatever the number of DAGs."""
+    newest run, newest finished run and newest successful run and how many of its runs failed,
+    and the state of each (dag_id, run_id) of `runs` that Airflow has: nine queries of the
+    api-server's metadata DB, whatever the number of DAGs."""
     from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
@@ -80,6 +80,7 @@ def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> Ai
             }
 
         last_run = newest()
+        last_finished = newest(DagRun.state.in_(["success", "failed"]))
         last_success = newest(DagRun.state == "success")
         failed = session.execute(
             select(DagRun.dag_id, func.count())
@@ -91,6 +92,7 @@ def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> Ai
         paused=frozenset(dag for dag, paused in dags if paused),
         runs={(dag, run): str(state) for dag, run, state in found if (dag, run) in wanted},
         last_run=last_run,
+        last_finished=last_finished,
         last_success=last_success,
         failed_runs={dag: int(count) for dag, count in failed},
     )

@@ -62,9 +62,10 @@ class PageView:
 
 
 def failed_run_problem(view: PageView, flow: FlowStatus) -> str | None:
-    """Why the flow's last Airflow run makes it red: it failed (with when it last succeeded)."""
+    """Why the flow's last finished Airflow run makes it red: it failed (with when it last
+    succeeded). A run under way after it does not clear that until it succeeds."""
     dag = replicate_dag_id(str(flow.source), str(flow.target))
-    last = view.facts.last_run.get(dag)
+    last = view.facts.last_finished.get(dag)
     if last is None or last.state != "failed":
         return None
     success = view.facts.last_success.get(dag)

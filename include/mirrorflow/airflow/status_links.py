@@ -54,6 +54,9 @@ class AirflowFacts:
     paused: frozenset[str] = frozenset()
     runs: dict[tuple[str, str], str] = field(default_factory=dict)  # (dag_id, run_id) -> state
     last_run: dict[str, DagRunFacts] = field(default_factory=dict)  # dag_id -> its newest run
+    # dag_id -> its newest run that ended (success or failed): a run under way after a failed
+    # one leaves the flow red until it succeeds
+    last_finished: dict[str, DagRunFacts] = field(default_factory=dict)
     last_success: dict[str, DagRunFacts] = field(default_factory=dict)  # dag_id -> newest success
     failed_runs: dict[str, int] = field(default_factory=dict)  # dag_id -> runs that failed
 
@@ -182,9 +185,11 @@ def airflow_runs_document(status: MirrorStatus, facts: AirflowFacts) -> dict[str
     for flow in status.flows:
         dag = replicate_dag_id(str(flow.source), str(flow.target))
         last, success = facts.last_run.get(dag), facts.last_success.get(dag)
+        finished = facts.last_finished.get(dag)
         out[flow.flow] = {
             "dag_id": dag,
             "last_run": None if last is None else asdict(last) | {"at_ms": last.at_ms},
+            "last_finished": None if finished is None else asdict(finished) | {"at_ms": finished.at_ms},
             "last_success": None if success is None else asdict(success) | {"at_ms": success.at_ms},
             "failed_runs": facts.failed_runs.get(dag, 0),
         }

@@ -68,7 +68,7 @@ class AirflowRunsCollector(Collector):
         )
         flow_failed = GaugeMetricFamily(
             "mirrorflow_flow_last_run_failed",
-            "1 if the newest run of the flow's replication DAG failed, else 0",
+            "1 if the newest finished run of the flow's replication DAG failed, else 0",
             labels=["flow"],
         )
         for dag, flow in sorted(flows.items()):

@@ -23,7 +23,7 @@ from airflow.sdk import DAG, get_current_context, task
 from mirrorflow.airflow.forms import sample_fraction, verify_form, verify_form_problems
 from mirrorflow.airflow.operators import MirrorflowVerifyOperator
 from mirrorflow.airflow.replicate import REPORT_TRIGGER_RULE, START
-from mirrorflow.airflow.tags import dag_tags
+from mirrorflow.airflow.tags import MANUAL_DAG_PAUSED, dag_tags
 from mirrorflow.airflow.task_errors import failing_at_once
 from mirrorflow.config import FlowConfig, MirrorConfig
 
@@ -88,6 +88,7 @@ def verify_dag(path: str, flow: FlowConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
+        is_paused_upon_creation=MANUAL_DAG_PAUSED,
         tags=dag_tags("verify", flow.name),
         default_args={"retries": 1, "retry_delay": timedelta(seconds=30)},
         params=verify_form(source),
