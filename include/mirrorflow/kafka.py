@@ -433,6 +433,53 @@ def watermarks(
             time.sleep(POLL_S)
 
 
+def consumer_offsets(
+    consumer: Consumer, partitions: Iterable[tuple[str, int]], which: int, *, timeout_s: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """Latest (OFFSET_END) or earliest (OFFSET_BEGINNING) offsets of many partitions in one
+    batched ListOffsets call (a request per leader), through a consumer: its isolation level
+    decides what "latest" is (read_committed: the last stable offset; read_uncommitted: the high
+    watermark). Partitions whose leader answers "ask again" or not at all are asked again,
+    together, until `timeout_s`; then KafkaCallError names them."""
+    deadline = time.monotonic() + timeout_s
+    out: dict[tuple[str, int], int] = {}
+    asking = sorted(set(partitions))
+    while asking:
+        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        again: list[tuple[str, int]] = []
+        try:
+            answers = consumer.offsets_for_times([TopicPartition(t, p, which) for t, p in asking], timeout=attempt)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not (isinstance(error, KafkaError) and _ask_again(error)):
+                raise
+            again = asking
+        else:
+            for answer in answers:
+                error = answer.error
+                if error is not None and not _ask_again(error):
+                    raise KafkaException(error)
+                if error is not None or answer.offset < 0:
+                    again.append((answer.topic, answer.partition))
+                else:
+                    out[(answer.topic, answer.partition)] = answer.offset
+        if again and time.monotonic() > deadline:
+            names = ", ".join(f"{t}-{p}" for t, p in again[:10])
+            raise KafkaCallError(f"the leaders of {names} gave no offsets for {timeout_s:.0f}s")
+        if again:
+            # librdkafka asks the leader it knows; a metadata request shows it a new one.
+            for topic in sorted({t for t, _ in again}):
+                with contextlib.suppress(KafkaException):
+                    consumer.list_topics(topic, timeout=attempt)
+            time.sleep(POLL_S)
+        asking = again
+    return out
+
+
+def _ask_again(error: KafkaError) -> bool:
+    return error.retriable() or error.code() in LEADER_GONE or error.code() in ASK_AGAIN
+
+
 def reader(config: Mapping[str, Any], *, isolation: str = "read_committed") -> Consumer:
     """A consumer for assigned reads: no group membership, no commits."""
     return Consumer(

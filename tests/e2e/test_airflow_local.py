@@ -1,4 +1,4 @@
-"""`make airflow` run as the README's "Locally with Airflow" says, for a first-time user: without
+"""`make airflow` run as docs/airflow/index.md ("Locally with Airflow") says, for a first-time user: without
 MIRRORFLOW_CONFIG it runs `scripts/airflow-local --local-clusters`, which starts two real Kafka
 clusters and Airflow on the demo's config, with a chosen port and Airflow home. Airflow must come
 up healthy with mirrorflow's DAGs and the status plugin's menu item and routes, the heartbeat and

@@ -74,7 +74,7 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
 
 
 def test_replicate_dag_copies_on_a_spark_standalone_cluster(airflow_home, kafka_clusters, tmp_path) -> None:
-    """Scaling out as the README describes it: the same DAG, `spark_default` pointing at a
+    """Scaling out as docs/operations/scaling-out.md describes it: the same DAG, `spark_default` pointing at a
     standalone master, the copy's tasks run by executors of a separate worker process."""
     primary, backup = kafka_clusters(2)
     create_topics(primary.bootstrap, ("orders", 4))

@@ -342,7 +342,7 @@ def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exac
         )
     job = make_job(src, dst)
     spans = [PartitionSpan(t, 0, f"A.{t}", 0, 3 + i) for i, t in enumerate(topics)]
-    opened = copy.writers_opened
+    opened = copy.stats.writers_opened
     with SharedClients(job) as shared:
         results = copy_units(job, spans, shared)
 
@@ -350,7 +350,7 @@ def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exac
         (t, None, 3 + i, 2 + i) for i, t in enumerate(topics)
     ]
     assert sum(r.transactions for r in results) == 2
-    assert copy.writers_opened == opened + 1
+    assert copy.stats.writers_opened == opened + 1
     for i, topic in enumerate(topics):
         source = read_all(src.bootstrap, topic)
         target = read_all(dst.bootstrap, f"A.{topic}")
@@ -448,10 +448,12 @@ def test_a_writer_of_an_older_mirrorflow_is_fenced_before_the_copy(clusters, old
         writer.produce(f"A.{topic}", b"v%d" % i, f"{i}".encode(), 0)
     assert writer.flush(30) == 0
 
-    fenced = copy.older_writers_fenced
-    result = copy_unit(make_job(src, dst), PartitionSpan(topic, 0, f"A.{topic}", 0, total))
+    fenced = copy.stats.older_writers_fenced
+    # Planned as the plan step would: it saw the progress of the first chunk, if any.
+    span = PartitionSpan(topic, 0, f"A.{topic}", first, total, progress=first - 1, progress_slots=slots)
+    result = copy_unit(make_job(src, dst), span)
     assert result.ok and result.resumed_from == first, result.error
-    assert copy.older_writers_fenced == fenced + 1
+    assert copy.stats.older_writers_fenced == fenced + 1
     with pytest.raises(KafkaException) as caught:
         writer.commit_transaction(30)
     assert caught.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED)

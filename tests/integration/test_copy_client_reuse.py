@@ -14,7 +14,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.replicate import copy, runner, runs, service
 from mirrorflow.replicate.copy import SharedClients, copy_unit
-from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 
 from .kafkatools import create_topics, produce, read_all, read_topic
@@ -52,14 +52,14 @@ def test_one_worker_copies_forty_partitions_with_a_few_consumers_each_record_onc
         plan, clients = _plan(config, "A", "B")
         assert len(plan.slices()) == 1 and len(plan.units()) == 40
         job = runner.copy_job_for(config.flow("A", "B"), clients, plan)
-        before = copy.source_consumers_created
+        before = copy.stats.source_consumers_created
         results = runner.copy_slice(job, plan.slices()[0])
-        created = copy.source_consumers_created - before
+        created = copy.stats.source_consumers_created - before
         assert all(r.ok for r in results), [r.error for r in results if not r.ok]
         assert sum(r.records for r in results) == expected_records
-        # Up to SMALL_SPAN_THREADS partitions are copied side by side, each with a consumer of
+        # Up to SLOT_THREADS slots are copied side by side, each with a consumer of
         # its own; without the pool every one of the 40 partitions created one.
-        assert 1 <= created <= runner.SMALL_SPAN_THREADS, created
+        assert 1 <= created <= copy.SLOT_THREADS, created
         for topic in topics:
             source, target = read_topic(a.bootstrap, topic, 10), read_topic(b.bootstrap, f"A.{topic}", 10)
             for p in range(10):
@@ -205,14 +205,18 @@ def test_a_worker_opens_one_writer_per_slot_and_none_per_partition(
     )
     for run in range(2):
         produce(src.bootstrap, topic, [{"value": b"v%d-%d" % (p, run), "partition": p} for p in range(30)])
-        opened, fenced = copy.writers_opened, copy.older_writers_fenced
-        spans = [PartitionSpan(topic, p, f"A.{topic}", run, run + 1, progress=run - 1) for p in range(30)]
+        opened, fenced = copy.stats.writers_opened, copy.stats.older_writers_fenced
+        # As the plan step makes them: the second run's plan saw progress written under the slots.
+        spans = [
+            PartitionSpan(topic, p, f"A.{topic}", run, run + 1, progress=run - 1, progress_slots=COPY_SLOTS * run)
+            for p in range(30)
+        ]
         results = runner.copy_slice(job, spans)
         assert [(r.partition, r.ok, r.records) for r in results] == [(p, True, 1) for p in range(30)], [
             r.error for r in results
         ]
-        assert copy.writers_opened - opened == len(slots)
-        assert copy.older_writers_fenced - fenced == (30 if run == 0 else 0)
+        assert copy.stats.writers_opened - opened == len(slots)
+        assert copy.stats.older_writers_fenced - fenced == (30 if run == 0 else 0)
     # The writers' producers (librdkafka hands a client's log lines over in poll(), and the
     # producers that only fence older ids are never polled).
     inits = [line for line in lines.lines if "init_transactions return at" in line]

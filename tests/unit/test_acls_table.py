@@ -75,22 +75,21 @@ def test_principal_is_known_for_plain_and_scram_only() -> None:
     assert principal_of({"security.protocol": "SSL"}) is None
 
 
-def test_the_readme_table_has_a_row_per_grant_of_every_job() -> None:
+def test_the_table_has_a_row_per_grant_of_every_job() -> None:
     table = markdown_table(flow()).splitlines()
     assert len(table) == 2 + sum(len(job_grants(flow(), job)) for job in JOBS)
     assert "| sync_topic_acls | target (B) | CLUSTER | LITERAL | ALTER |" in "\n".join(table)
 
 
-def test_the_readme_table_is_the_one_the_code_checks() -> None:
-    """The README's least-privilege table is markdown_table's output for its example flow, so
-    a grant added to or dropped from the code shows up there (or fails here)."""
-    from pathlib import Path
-
+def test_the_docs_table_is_the_one_the_code_checks() -> None:
+    """The least-privilege page's table is markdown_table's output for its example flow, made when
+    the site is built, so a grant added to or dropped from the code shows up there."""
     from mirrorflow.config import load_config
     from mirrorflow.ops.acls import markdown_table
+    from tests.unit.docs_hooks import DOCS, plain, references
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    page = plain(references.expand((DOCS / "configuration" / "acls.md").read_text()))
     flow = load_config(
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
     )
-    assert markdown_table(flow.flow("A", "B")).strip() in readme
+    assert markdown_table(flow.flow("A", "B")).strip() in page

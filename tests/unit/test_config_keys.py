@@ -1,4 +1,4 @@
-"""The key tables: MM2 defaults as in MM2's ConfigDefs, mirrorflow's own keys, and the README tables."""
+"""The key tables: MM2 defaults as in MM2's ConfigDefs, mirrorflow's own keys, and their table in the docs."""
 
 from __future__ import annotations
 

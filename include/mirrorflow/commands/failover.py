@@ -44,7 +44,7 @@ from mirrorflow.ops.failover_tables import divergent_table, failover_table
 )
 @output_option(
     "json: one JSON object on stdout (keys: command, ok, error, dry_run, source, target, mode, moved, refused, "
-    "warnings, rows, divergent, ...; see the README)."
+    "warnings, rows, divergent, ...; see docs/reference/cli.md)."
 )
 def failover_command(
     config_file: Path,

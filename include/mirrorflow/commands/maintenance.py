@@ -196,7 +196,9 @@ def _acls_table(result: dict[str, Any]) -> Table:
 @click.command(name="status")
 @CONFIG
 @click.option("--cluster", "clusters", multiple=True, metavar="ALIAS", help="Only this cluster (repeatable).")
-@output_option("json: the status as one JSON object on stdout (keys: clusters, flows; see the README).")
+@output_option(
+    "json: the status as one JSON object on stdout (keys: clusters, flows; see docs/reference/cli.md)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Same as --output json.")
 def status_command(config_file: Path, clusters: tuple[str, ...], output: str, as_json: bool) -> None:
     """Replication paths per cluster, read from heartbeat topics as MM2's MirrorClient reads them,

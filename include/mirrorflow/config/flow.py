@@ -20,6 +20,7 @@ from mirrorflow.config.keys import (
     DEFAULT_GROUP_FILTER_CLASS,
     DEFAULT_TOPIC_FILTER_CLASS,
     DEPRECATED_ALIASES,
+    OFFSET_STORAGE_KEYS,
     KeySpec,
 )
 from mirrorflow.config.layers import connector_settings, java_client_settings, worker_settings
@@ -454,7 +455,7 @@ def resolve_flow(
 
 
 # Connect's defaults for the offsets topic (DistributedConfig); -1 means the broker default.
-_WORKER_INT_DEFAULTS = {"offset.storage.replication.factor": 3, "offset.storage.partitions": 25}
+_WORKER_INT_DEFAULTS = {spec.name: spec.default for spec in OFFSET_STORAGE_KEYS if spec.type != "string"}
 
 
 def _worker_values(worker: Mapping[str, Setting], problems: list[Problem]) -> dict[str, object]:

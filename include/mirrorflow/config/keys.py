@@ -77,7 +77,7 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "tasks.max",
         "int",
         1,
-        "Most tasks per connector; mirrorflow copies at most this many ranges of a flow at once.",
+        "Most tasks per connector; mirrorflow copies at most this many partitions of a flow at once (Spark tasks).",
         "common",
         minimum=1,
     ),
@@ -86,7 +86,8 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "replication.policy.class",
         "class",
         DEFAULT_POLICY_CLASS,
-        "How remote topics are named (MM2 class name or dotted Python path).",
+        "How remote topics are named: an MM2 class name (Default, Identity, any `*.LegacyReplicationPolicy`) "
+        "or a dotted Python path.",
         "common",
     ),
     KeySpec("replication.policy.separator", "string", ".", "Separator in remote topic names.", "common"),
@@ -94,18 +95,24 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "replication.policy.internal.topic.separator.enabled",
         "boolean",
         True,
-        "Use the custom separator in offset-syncs and checkpoints topic names too.",
+        "Use the custom separator in offset-syncs and checkpoints topic names too (KIP-690/949).",
         "common",
     ),
     KeySpec(
         "offset-syncs.topic.location",
         "choice",
         "source",
-        "Cluster holding the offset-syncs topic.",
+        "Cluster holding the offset-syncs topic: `source` or `target`.",
         "common",
         choices=("source", "target"),
     ),
-    KeySpec("emit.offset-syncs.enabled", "boolean", True, "Whether to record offset-syncs.", "common"),
+    KeySpec(
+        "emit.offset-syncs.enabled",
+        "boolean",
+        True,
+        "Whether to record offset-syncs (checkpoints need them).",
+        "common",
+    ),
     KeySpec(
         "forwarding.admin.class",
         "class",
@@ -122,7 +129,14 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "Topic config property filter class.",
         "source",
     ),
-    KeySpec("topics", "list", TOPICS_DEFAULT, "Topics to replicate (regexes, comma separated).", "source"),
+    KeySpec(
+        "topics",
+        "list",
+        TOPICS_DEFAULT,
+        "Topics to replicate: a comma list of regexes, joined with `|`, matched against whole names; an empty "
+        "list matches nothing.",
+        "source",
+    ),
     KeySpec(
         "topics.exclude",
         "list",
@@ -134,14 +148,14 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "config.properties.exclude",
         "list",
         CONFIG_PROPERTIES_EXCLUDE_DEFAULT,
-        "Topic config properties never synced.",
+        "Topic config properties never created on or synced to remote topics.",
         "source",
     ),
     KeySpec(
         "use.defaults.from",
         "choice",
         "target",
-        "Whose defaults default-valued topic configs get: target (delete on target) or source (copy).",
+        "Whose defaults default-valued topic configs get: `target` (deleted on the target) or `source` (copied).",
         "source",
         choices=("source", "target"),
         strict=False,
@@ -161,7 +175,7 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "replication.factor",
         "int",
         2,
-        "Replication factor of created remote topics (-1: broker default).",
+        "Replication factor of created remote topics (-1: broker default); 3 for a durable target.",
         "source",
         replication_factor=True,
     ),
@@ -202,11 +216,17 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "exactly.once.support",
         "choice",
         "requested",
-        "Connect exactly-once source support (flow level only).",
+        "Connect exactly-once source support (flow level only); mirrorflow's copies follow `mirrorflow.delivery`.",
         "source",
         choices=("requested", "required"),
     ),
-    KeySpec("groups", "list", GROUPS_DEFAULT, "Consumer groups to checkpoint (regexes).", "checkpoint"),
+    KeySpec(
+        "groups",
+        "list",
+        GROUPS_DEFAULT,
+        "Consumer groups to checkpoint: a comma list of regexes matched against whole names.",
+        "checkpoint",
+    ),
     KeySpec(
         "groups.exclude",
         "list",
@@ -235,7 +255,7 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
         "checkpoints.topic.replication.factor",
         "short",
         3,
-        "Replication factor of the checkpoints topic.",
+        "Replication factor of the checkpoints topic; also used for `mirrorflow-runs.internal`.",
         "checkpoint",
         replication_factor=True,
     ),
@@ -250,6 +270,75 @@ CONNECTOR_KEYS: tuple[KeySpec, ...] = (
     ),
 )
 CONNECTOR_KEYS_BY_NAME = {spec.name: spec for spec in CONNECTOR_KEYS}
+
+# The Connect worker keys that place MM2's source offsets, which are mirrorflow's progress
+# (DistributedConfig's defaults). MM2 reads them at the top level or as `<target>.<key>`.
+OFFSET_STORAGE_KEYS: tuple[KeySpec, ...] = (
+    KeySpec(
+        "offset.storage.topic",
+        "string",
+        "mm2-offsets.<source>.internal",
+        "Progress topic on the target: MM2's Connect source offsets, which mirrorflow reads and writes.",
+        "worker",
+    ),
+    KeySpec(
+        "offset.storage.replication.factor",
+        "short",
+        3,
+        "Replication factor of the progress topic when mirrorflow creates it (-1: broker default).",
+        "worker",
+    ),
+    KeySpec(
+        "offset.storage.partitions",
+        "int",
+        25,
+        "Partition count of the progress topic when mirrorflow creates it (-1: broker default).",
+        "worker",
+    ),
+)
+
+# The keys that shape the file (MirrorMakerConfig): which clusters exist, how each is reached,
+# which clients get which settings, and where secrets come from.
+FILE_KEYS: tuple[KeySpec, ...] = (
+    KeySpec(
+        "clusters",
+        "list",
+        None,
+        "Aliases of the clusters (required); every `<alias>.` and `<source>-><target>.` key names them.",
+        "mirrormaker",
+    ),
+    KeySpec(
+        "<alias>.bootstrap.servers",
+        "list",
+        None,
+        "The cluster's brokers, required for every cluster a flow uses unless its "
+        "`<alias>.airflow.connection.id` gives them; at the top level, every cluster's.",
+        "cluster",
+    ),
+    KeySpec(
+        "<alias>.security.protocol",
+        "string",
+        "PLAINTEXT",
+        "How clients reach the cluster; with the cluster's `ssl.*` and `sasl.*` keys it also configures "
+        "its producer, consumer and admin clients. At the top level: every cluster's.",
+        "cluster",
+    ),
+    KeySpec(
+        "<alias>.consumer.*, <alias>.producer.*, <alias>.admin.*",
+        "client settings",
+        None,
+        "Settings of one kind of client of the cluster (Java names, translated to librdkafka's).",
+        "cluster",
+    ),
+    KeySpec(
+        "config.providers",
+        "list",
+        None,
+        "Kafka config providers, each with `config.providers.<name>.class` (and `.param.*`); values "
+        "reference them as `${<name>:...}`.",
+        "mirrormaker",
+    ),
+)
 
 # 3.x names MM2 4.0 removed (KAFKA-17529); 3.x used the new name when both were set.
 DEPRECATED_ALIASES = {

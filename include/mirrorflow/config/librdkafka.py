@@ -505,7 +505,7 @@ def _oauthbearer(t: _Translation, key: str, options: Mapping[str, str]) -> None:
 
 
 def mapping_markdown() -> str:
-    """The README's table of how Java client keys become librdkafka properties."""
+    """How Java client keys become librdkafka properties: the table of docs/configuration/clients.md."""
     rows = ["| Java client key | librdkafka | how |", "|---|---|---|"]
     for java, target in sorted(RENAMED.items()):
         rows.append(f"| `{java}` | `{target}` | renamed |")

@@ -1,4 +1,5 @@
-"""mirrorflow's own keys: one table (type, default, validator, doc) that the README is generated from.
+"""mirrorflow's own keys: one table (type, default, validator, doc) that the key reference
+(docs/configuration/reference.md) is generated from.
 
 They all start with `mirrorflow.` so MM2 ignores them when the same file runs under MM2; set them
 at the top level for every flow or as `<source>-><target>.mirrorflow.…` for one flow. The one
@@ -50,7 +51,8 @@ def parse_run_seconds(raw: str) -> int:
     value = parse_int(raw, kind="long")
     if value < 60:
         raise InvalidValue(
-            f"{value} is under a minute", "write at least 60: Airflow runs a DAG at most about once a minute usefully"
+            f"{value} is under a minute",
+            "write at least 60: Airflow runs a DAG at most about once a minute usefully",
         )
     return value
 
@@ -156,7 +158,7 @@ CLUSTER_KEYS = {key.name.removeprefix("<alias>."): key for key in MIRRORFLOW_KEY
 
 
 def mirrorflow_keys_markdown() -> str:
-    """The README's table of mirrorflow keys."""
+    """The table of mirrorflow keys in docs/configuration/reference.md."""
     rows = ["| key | where | type | default | meaning |", "|---|---|---|---|---|"]
     for key in MIRRORFLOW_KEYS:
         default = (

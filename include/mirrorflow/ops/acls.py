@@ -3,7 +3,7 @@ that a job's principal holds them before the job changes anything.
 
 MM2's documentation lists the ACLs of its connectors loosely ("READ on source topics, WRITE on
 target topics, ..."); a principal built from such a list fails somewhere in the middle of a run
-with a bare TOPIC_AUTHORIZATION_FAILED. Here the list is data, one place that the README table,
+with a bare TOPIC_AUTHORIZATION_FAILED. Here the list is data, one place that the docs' table,
 the least-privilege tests and `check_job_acls` all read, so a job that needs an ACL the table
 does not name fails a test, and a principal that lacks one is told which one before the job
 starts.
@@ -627,7 +627,7 @@ def source_names(source: AdminClient, needs: set[str] | None = None) -> tuple[li
 
 
 def markdown_table(flow: FlowConfig) -> str:
-    """The README's table: every job's ACLs on each side of `flow`."""
+    """The least-privilege table (docs/configuration/acls.md): every job's ACLs on each side of `flow`."""
     rows = ["| Job | Cluster | Resource | Pattern | Operation | Why |", "|---|---|---|---|---|---|"]
     for job in JOBS:
         for grant in job_grants(flow, job):

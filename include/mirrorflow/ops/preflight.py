@@ -189,8 +189,8 @@ def _acl_problems(config: MirrorConfig, flow: FlowConfig, clients: FlowClients) 
                 error(
                     f"{flow.name} {job}",
                     str(exc).split(":\n", 1)[-1].strip(),
-                    "run the kafka-acls command shown on that cluster as an admin (see the README's "
-                    "least-privilege table), or give the job's principal those ACLs another way",
+                    "run the kafka-acls command shown on that cluster as an admin (see the "
+                    "least-privilege table, docs/configuration/acls.md), or give the job's principal those ACLs another way",
                 )
             )
     return problems

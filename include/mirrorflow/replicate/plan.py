@@ -20,7 +20,7 @@ whichever run, task or attempt it belongs to, uses the same id, so each new writ
 older ones (zombies, a concurrent run) as a per-partition id would, while one producer copies
 all the partitions of a slot that a worker holds, one after another. Fixed, not derived from
 tasks.max: changing it moves partitions to other ids, which must then be fenced as well (see
-copy._SlotWriter.legacy_ids); progress records say which scheme wrote them."""
+copy.writer.SlotWriter); progress records say which scheme wrote them."""
 
 
 def writer_slot(topic: str, partition: int, slots: int = COPY_SLOTS) -> int:
@@ -68,6 +68,7 @@ class PartitionSpan:
     incarnation: str = ""
     progress_incarnation: str = ""
     restarted: str = ""
+    progress_slots: int = 0
 
     @property
     def pending(self) -> int:
@@ -167,6 +168,7 @@ class Plan:
                     s.incarnation,
                     s.progress_incarnation,
                     s.restarted,
+                    s.progress_slots,
                 ]
                 for s in self.spans[first : first + rows_per_piece]
             ]

@@ -154,6 +154,7 @@ def make_plan(
                 incarnation=incarnation(source_ids.get(topic, ""), remote_ids.get(remote, ""), floor),
                 progress_incarnation="" if stored is None else stored.incarnation,
                 restarted=restarted,
+                progress_slots=0 if stored is None else stored.slots,
             )
         )
     plan = Plan(

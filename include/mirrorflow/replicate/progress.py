@@ -16,7 +16,6 @@ run reads each record of the topic once, however many partitions it copies.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -25,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.kafka import ASK_AGAIN, ATTEMPT_S, LEADER_GONE, POLL_S, reader
+from mirrorflow.kafka import POLL_S, KafkaCallError, consumer_offsets, reader
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,
@@ -39,6 +38,19 @@ SETTLE_TIMEOUT_S = 120.0
 
 class ProgressReadError(RuntimeError):
     pass
+
+
+class ProgressBlocked(ProgressReadError):
+    """A settle waited its whole limit for transactions to end in some progress partitions.
+
+    `stuck` maps each of those partitions to the offset its committed view could not pass (the
+    first offset of the oldest transaction still open there). No live writer of the flow keeps a
+    transaction open past its transaction.timeout.ms (the broker aborts it then), so with a limit
+    above that, what is left is a hanging transaction (see replicate/copy/hanging.py)."""
+
+    def __init__(self, message: str, stuck: dict[int, int]) -> None:
+        super().__init__(message)
+        self.stuck = stuck
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,45 +287,13 @@ class ProgressReader:
 
     def _list_offsets(self, partitions: list[int], which: int) -> dict[int, int]:
         """Latest (OFFSET_END, as a read_uncommitted reader sees it) or earliest
-        (OFFSET_BEGINNING) offsets of progress partitions, in one batched ListOffsets call;
-        partitions whose leader answers "ask again" or not at all are asked again, together."""
+        (OFFSET_BEGINNING) offsets of progress partitions, in one batched ListOffsets call."""
         assert self._uncommitted is not None
-        deadline = time.monotonic() + 30
-        out: dict[int, int] = {}
-        asking = partitions
-        while asking:
-            attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
-            again: list[int] = []
-            try:
-                answers = self._uncommitted.offsets_for_times(
-                    [TopicPartition(self.topic, p, which) for p in asking], timeout=attempt
-                )
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not (isinstance(error, KafkaError) and _ask_again(error)):
-                    raise
-                again = asking
-            else:
-                for answer in answers:
-                    error = answer.error
-                    if error is not None and not _ask_again(error):
-                        raise KafkaException(error)
-                    if error is not None or answer.offset < 0:
-                        again.append(answer.partition)
-                    else:
-                        out[answer.partition] = answer.offset
-            if again and time.monotonic() > deadline:
-                raise ProgressReadError(
-                    f"the leaders of progress topic {self.topic} partitions {sorted(again)} gave no "
-                    "offsets for 30s"
-                )
-            if again:
-                # librdkafka asks the leader it knows; a metadata request shows it a new one.
-                with contextlib.suppress(KafkaException):
-                    self._uncommitted.list_topics(self.topic, timeout=attempt)
-                time.sleep(POLL_S)
-            asking = again
-        return out
+        try:
+            found = consumer_offsets(self._uncommitted, [(self.topic, p) for p in partitions], which)
+        except KafkaCallError as exc:
+            raise ProgressReadError(f"progress topic {self.topic}: {exc}") from exc
+        return {partition: offset for (_, partition), offset in found.items()}
 
     def _offsets_partition(self, where: tuple[str, int], count: int) -> int:
         """Remembered: a watcher settles the same 20,000 keys every few seconds, and hashing
@@ -348,10 +328,11 @@ class ProgressReader:
         try:
             while targets:
                 if time.monotonic() > deadline:
-                    raise ProgressReadError(
+                    raise ProgressBlocked(
                         f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction "
                         f"for {self.timeout_s:.0f}s; a writer may be stuck (it is aborted after its "
-                        "transaction.timeout.ms)"
+                        "transaction.timeout.ms)",
+                        {p: self._next[p] for p in targets},
                     )
                 # poll() returns with the first record; consume() would wait out its timeout
                 # unless it filled the whole batch.
@@ -376,10 +357,6 @@ class ProgressReader:
                         del targets[partition]
         finally:
             consumer.incremental_unassign(assigned)
-
-
-def _ask_again(error: KafkaError) -> bool:
-    return error.retriable() or error.code() in LEADER_GONE or error.code() in ASK_AGAIN
 
 
 def _apply(

@@ -7,8 +7,8 @@ build the CopyJob, store the report and measure the lag left the same way, here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
 from confluent_kafka.admin import OffsetSpec
@@ -16,9 +16,9 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import admin_client, list_offsets
-from mirrorflow.replicate import copy, runs
-from mirrorflow.replicate.copy import CopyJob, SharedClients, UnitResult, copy_units
-from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate import runs
+from mirrorflow.replicate.copy import CopyJob, UnitResult, copy_slice
+from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
 
@@ -40,48 +40,10 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         target_producer=clients.target_producer,
         target_consumer=clients.target_consumer,
         source_producer=clients.source_producer,
+        source_admin=clients.source_admin,
+        target_admin=clients.target_admin,
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
     )
-
-
-# A worker copies writer slots side by side (see plan.COPY_SLOTS): their time goes to waiting on
-# the brokers (a writer's fencing, the progress read, the commit), not to the CPU. Large spans
-# are copied one at a time beside them (copy.SMALL_SPAN), where the CPU is the limit.
-SMALL_SPAN = copy.SMALL_SPAN
-SMALL_SPAN_THREADS = 8
-
-
-def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
-    """One worker's share: whole writer slots, each copied by one thread with one writer,
-    partition after partition (small ones first), up to SMALL_SPAN_THREADS slots at a time, with
-    the clients all its partitions share (see SharedClients: the progress reader, a pool of
-    source consumers, about one per thread, and the source-side offset-syncs producer). Results
-    come back in the order of `spans`.
-
-    Once a partition finds the source or the target unreachable, the rest are not tried (each
-    would only wait out the same limit): they fail at once with the same cause."""
-    spans = list(spans)
-    results: list[UnitResult | None] = [None] * len(spans)
-    slots: dict[int, list[int]] = {}
-    for index, span in enumerate(spans):
-        slots.setdefault(writer_slot(span.topic, span.partition), []).append(index)
-    # Small spans first within a slot, and the slots with the most to copy first.
-    groups = [sorted(indexes, key=lambda i: spans[i].pending > SMALL_SPAN) for indexes in slots.values()]
-    groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
-
-    def copy_group(indexes: list[int], shared: SharedClients) -> None:
-        for index, result in zip(indexes, copy_units(job, [spans[i] for i in indexes], shared), strict=True):
-            results[index] = result
-
-    with SharedClients(job) as shared:
-        if len(groups) > 1:
-            with ThreadPoolExecutor(SMALL_SPAN_THREADS, thread_name_prefix="mirrorflow-copy") as pool:
-                for future in [pool.submit(copy_group, indexes, shared) for indexes in groups]:
-                    future.result()
-        else:
-            for indexes in groups:
-                copy_group(indexes, shared)
-    return [result for result in results if result is not None]
 
 
 def run_locally(

@@ -1,0 +1,221 @@
+"""The copy's Kafka calls: client settings, calls bounded by the clusters' reachability, and
+what an error means (fenced, too large, retriable).
+
+Every blocking call waits in slices of WAIT_SLICE_S and looks at the cluster's ClusterWatch in
+between, so a cluster that went away ends the copy within mirrorflow.cluster.unreachable.timeout.ms
+however many calls are waiting on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served
+from mirrorflow.replicate.copy.job import CopyError, CopyJob
+
+CLIENT_TIMEOUT_S = 60.0
+WAIT_SLICE_S = 1.0
+NEW_TOPIC_WAIT_S = 10.0
+ABORT_TIMEOUT_S = 10.0
+COPY_REQUEST_BYTES = 100 << 20  # Kafka's socket.request.max.bytes default: no bigger record can arrive
+
+# librdkafka holds a client's connections to brokers it learns from the bootstrap metadata back
+# for half of reconnect.backoff.ms ("sparse connections"; 50 ms at the default 100 ms). A copy
+# makes a producer per writer slot, so that wait was paid again and again (measured: 45 ms of a
+# 55 ms first metadata request). A user's own setting wins.
+COPY_RECONNECT_BACKOFF_MS = 20
+
+# Source consumer settings that suit a bulk copy; the user's source consumer config overrides
+# them. Once its prefetch queue holds queued.max.messages.kbytes (64 MiB), librdkafka waits
+# fetch.queue.backoff.ms (1 s by default) before it fetches again, while a copy drains that
+# queue in a fraction of the time: with the default, a single-partition copy mostly waits.
+# A fetch carries at most max.partition.fetch.bytes per partition (1 MiB by default); 8 MiB means
+# an eighth of the fetch requests for both sides to handle. A worker's consumers are reused from
+# partition to partition (see clients.SharedClients), and a consumer sends one fetch at a time to
+# a broker: once a partition's copy has read to the end, the broker holds the next fetch for
+# fetch.wait.max.ms (500 ms by default) before it answers, and the next partition's first fetch
+# waits behind it. A fetch that finds records returns at once whatever this is.
+CONSUMER_DEFAULTS: dict[str, object] = {
+    "fetch.queue.backoff.ms": 10,
+    "max.partition.fetch.bytes": 8 << 20,
+    "fetch.wait.max.ms": 10,
+}
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+"""What a producer sees once a newer one with its transactional.id exists (or the broker aborted
+its transaction at transaction.timeout.ms and bumped its epoch): librdkafka names it _FENCED or
+PRODUCER_FENCED, and a broker answers a produce of the old epoch with INVALID_PRODUCER_EPOCH,
+which librdkafka treats as abortable. Trying again would fence the newer writer back."""
+
+
+def kafka_error(exc: BaseException) -> KafkaError | None:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error if isinstance(error, KafkaError) else None
+
+
+def is_fencing(exc: BaseException, fatal: KafkaError | None = None) -> bool:
+    """Whether `exc` says a newer writer took over. A producer that hit a fatal error answers
+    every later call with _FATAL ("Local: Fatal error"); `fatal` is the error librdkafka reported
+    as fatal first (see Writer's error callback), which says why."""
+    error = kafka_error(exc)
+    if error is None:
+        return False
+    if error.code() in FENCED_CODES:
+        return True
+    return error.code() == KafkaError._FATAL and fatal is not None and fatal.code() in FENCED_CODES
+
+
+def is_too_large(exc: BaseException) -> bool:
+    error = kafka_error(exc)
+    return error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def describe(exc: BaseException) -> str:
+    error = kafka_error(exc)
+    if error is not None:
+        return f"{error.name()}: {error.str()}"
+    return str(exc)
+
+
+def new_client_config(config: dict[str, Any]) -> dict[str, Any]:
+    if "reconnect.backoff.ms" not in config:
+        ceiling = int(config.get("reconnect.backoff.max.ms", 10_000))
+        config["reconnect.backoff.ms"] = min(COPY_RECONNECT_BACKOFF_MS, ceiling)
+    return config
+
+
+def producer_config(job: CopyJob, watch: ClusterWatch, transactional: str | None) -> dict[str, Any]:
+    config = new_client_config(
+        {**watch.config(job.target_producer), "enable.idempotence": True, "acks": "all"}
+    )
+    # librdkafka refuses records above message.max.bytes (1,000,000 by default) itself, below
+    # Kafka's own default limit: the target's topic limit is the one that must decide.
+    config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), COPY_REQUEST_BYTES)
+    if transactional:
+        config["transactional.id"] = transactional
+    return config
+
+
+def source_consumer_config(job: CopyJob) -> dict[str, Any]:
+    """The copy consumer's settings: the user's, over mirrorflow's defaults, under what the copy
+    itself relies on (no group offsets, EOF events, its own group id)."""
+    return {
+        "isolation.level": "read_committed",
+        **CONSUMER_DEFAULTS,
+        **job.source_consumer,
+        # The plan fixed where each span starts (the user's auto.offset.reset only decides that
+        # for partitions with no progress). The copy never jumps by itself: an offset that is
+        # gone is an error event, counted as lost to retention or failed, never skipped silently.
+        "auto.offset.reset": "error",
+        "group.id": f"mirrorflow-{job.source}->{job.target}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+    }
+
+
+def watches(job: CopyJob) -> tuple[ClusterWatch, ClusterWatch]:
+    """(source, target) watches of one attempt."""
+    return (
+        ClusterWatch(
+            job.source, str(job.source_consumer.get("bootstrap.servers", "")), job.unreachable_timeout_s
+        ),
+        ClusterWatch(
+            job.target, str(job.target_producer.get("bootstrap.servers", "")), job.unreachable_timeout_s
+        ),
+    )
+
+
+def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> Any:
+    """Run a transactional call that may be called again after a timeout (init, commit, abort)
+    in short slices, so a cluster that went away is noticed within its unreachable limit."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        try:
+            result = call(WAIT_SLICE_S)
+            watch.alive()
+            return result
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or not error.retriable() or time.monotonic() > deadline:
+                raise
+            watch.check()
+            log.debug("%s: retrying after %s", what, error)
+
+
+def flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIMEOUT_S) -> int:
+    """producer.flush in short slices: returns what is still unsent after `timeout_s`, and raises
+    ClusterUnreachable as soon as the cluster has been out of reach for its limit."""
+    deadline = time.monotonic() + timeout_s
+    remaining = served(producer.flush, 0)
+    while remaining:
+        before = remaining
+        remaining = served(producer.flush, WAIT_SLICE_S)
+        if remaining < before:
+            watch.alive()
+        watch.check()
+        if time.monotonic() > deadline:
+            break
+    return remaining
+
+
+def flush_all(producer: Producer, watch: ClusterWatch, what: str) -> None:
+    remaining = flush(producer, watch)
+    if remaining:
+        raise CopyError(f"{remaining} {what} were not acknowledged in time")
+
+
+def drop(producer: Producer) -> None:
+    """Let a producer go now: what it holds unsent is purged (its attempt already failed), so
+    closing never waits on a cluster that went away."""
+    with contextlib.suppress(KafkaException, SystemError, RuntimeError):
+        producer.purge()
+        producer.flush(0)
+
+
+def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch) -> Any:
+    """One Metadata request for `topic` (None when the answer does not name it); a cluster
+    that does not answer within the watch's limit is ClusterUnreachable."""
+    try:
+        metadata = client.list_topics(topic, timeout=watch.limit_s).topics.get(topic)
+    except KafkaException as exc:
+        error = kafka_error(exc)
+        if error is not None and error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
+            raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
+        raise
+    watch.alive()
+    return metadata
+
+
+def init_transactions(producer: Producer, topic: str, watch: ClusterWatch) -> None:
+    """init_transactions on a new producer, after a Metadata request that waits for a broker
+    connection. A new client's first Metadata answer comes over its bootstrap connection, which
+    librdkafka then closes for the brokers the answer names; init_transactions called before one
+    of those is up finds "no brokers available for Transactions" and waits for the coordinator
+    query timer, 500 ms (measured: one init in seven, 90 ms on average; 4 ms with this request)."""
+    topic_metadata(producer, topic, watch)
+    retrying(producer.init_transactions, watch, "init_transactions")
+
+
+def partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int:
+    """Partitions of `topic` on the target. A topic the plan created moments ago may not have
+    reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION for a while): wait that out, briefly."""
+    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+    while True:
+        metadata = topic_metadata(producer, topic, watch)
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            return len(metadata.partitions)
+        unknown = metadata is None or (
+            metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        )
+        if not unknown or time.monotonic() > deadline:
+            raise CopyError(f"topic {topic} is missing on the target cluster: {metadata and metadata.error}")
+        time.sleep(0.1)

@@ -1,0 +1,237 @@
+"""The clients one copy worker shares across the partitions and ranges it copies.
+
+A worker keeps, for as long as it lives (one batch run, or one micro-batch window): the progress
+reader (read once, then kept up to date), the partition counts of the progress and remote topics,
+the producer of source-side offset-syncs, a pool of source consumers, the end-offset reader that
+finds open transactions, and one writer per writer slot (see writer.SlotWriter), which stays
+open from range to range.
+
+A source consumer reads for one transaction's partitions at a time: a copy takes one from the
+pool, assigns its partitions, and gives it back unassigned and drained, so the next copy sees
+nothing of this one. A consumer that reported an error, or whose copy failed, is closed instead.
+With up to SLOT_THREADS slots copied side by side, a worker creates about that many consumers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, admin_client, reader, topic_ids
+from mirrorflow.replicate.copy.calls import CONSUMER_DEFAULTS, flush, partition_count, source_consumer_config
+from mirrorflow.replicate.copy.job import CopyJob, UnitResult
+from mirrorflow.replicate.progress import ProgressReader
+
+CONSUME_BATCH = 2000
+
+
+class Stats:
+    """Client set-ups this process made for copies (tests and benchmarks read them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.source_consumers_created = 0
+        self.writers_opened = 0
+        self.older_writers_fenced = 0
+        self.transactions_swept = 0
+
+    def add(self, name: str, count: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + count)
+
+
+stats = Stats()
+
+
+class PooledConsumer:
+    """A source consumer of the pool, and where its errors go: its librdkafka error callback is
+    fixed when it is created, so it reports to whichever copy's source watch holds the consumer
+    now, and counts what it reported during that lease."""
+
+    def __init__(self, job: CopyJob) -> None:
+        self.watch: ClusterWatch | None = None
+        self.errors = 0
+        self.topics: set[str] = set()
+        self.consumer = Consumer({**source_consumer_config(job), "error_cb": self._on_error})
+        stats.add("source_consumers_created")
+
+    def _on_error(self, error: KafkaError) -> None:
+        # Called from consume(), in the thread of the copy that holds the consumer.
+        self.errors += 1
+        if self.watch is not None:
+            self.watch.on_error(error)
+
+
+class SharedClients:
+    def __init__(self, job: CopyJob) -> None:
+        from mirrorflow.replicate.copy.writer import SlotWriter
+
+        self.job = job
+        self.progress = ProgressReader(job.target_consumer, job.progress_topic, job.source)
+        self.progress_partitions: int | None = None
+        self._writer_class = SlotWriter
+        self._writers: dict[int, SlotWriter] = {}
+        self._sync_producer: Producer | None = None
+        self._sync_watch: ClusterWatch | None = None
+        self._lock = threading.Lock()
+        self._idle: list[PooledConsumer] = []
+        self.consumers_created = 0
+        self._remote_partitions: dict[str, int] = {}
+        self._ends: tuple[Consumer, Consumer] | None = None
+        self._admins: tuple[AdminClient, AdminClient] | None = None
+        self.large = threading.Semaphore(1)
+        """Held while a large span (see schedule.SMALL_SPAN) is copied: one at a time per worker."""
+        self.unreachable: UnitResult | None = None
+        """The first copy of the worker that found a cluster unreachable."""
+
+    # -- writers -------------------------------------------------------------------------------
+    def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)
+        """The worker's writer of `slot`, kept from range to range."""
+        with self._lock:
+            found = self._writers.get(slot)
+            if found is None:
+                found = self._writers[slot] = self._writer_class(self.job, slot, self)
+            return found
+
+    def fenced_slots(self) -> list[int]:
+        with self._lock:
+            return sorted(slot for slot, writer in self._writers.items() if writer.fenced is not None)
+
+    # -- target metadata ------------------------------------------------------------------------
+    def remote_partitions(self, producer: Producer, topic: str, partition: int, watch: ClusterWatch) -> int:
+        """Partitions of remote `topic`: asked once per worker, and again when `partition` is
+        beyond the count known (the plan may have grown the topic since)."""
+        with self._lock:
+            known = self._remote_partitions.get(topic)
+        if known is not None and known > partition:
+            return known
+        count = partition_count(producer, topic, watch)
+        with self._lock:
+            self._remote_partitions[topic] = count
+        return count
+
+    def live_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
+        """The topic ids the source and target clusters hold now (one DescribeTopics call each),
+        to check them against the plan's (see resume.check_live)."""
+        job = self.job
+        with self._lock:
+            if self._admins is None:
+                self._admins = (
+                    admin_client(job.source_admin or job.source_consumer),
+                    admin_client(job.target_admin or job.target_consumer),
+                )
+            source_admin, target_admin = self._admins
+        timeout = job.unreachable_timeout_s
+        return (
+            topic_ids(source_admin, source_topics, timeout_s=timeout),
+            topic_ids(target_admin, remote_topics, timeout_s=timeout),
+        )
+
+    def end_readers(self) -> tuple[Consumer, Consumer]:
+        """(read_committed, read_uncommitted) consumers whose end-offset queries give the last
+        stable offset and the high watermark of target partitions (see hanging.py)."""
+        with self._lock:
+            if self._ends is None:
+                config = self.job.target_consumer
+                self._ends = (reader(config), reader(config, isolation="read_uncommitted"))
+            return self._ends
+
+    # -- source consumers -----------------------------------------------------------------------
+    def source_consumer(self, watch: ClusterWatch) -> PooledConsumer:
+        """A source consumer with no assignment, reporting its errors to `watch` until it is
+        given back."""
+        with self._lock:
+            pooled = self._idle.pop() if self._idle else None
+            if pooled is None:
+                self.consumers_created += 1
+        if pooled is None:
+            pooled = PooledConsumer(self.job)
+        pooled.watch = watch
+        pooled.errors = 0
+        return pooled
+
+    def give_back(self, pooled: PooledConsumer, *, reusable: bool) -> None:
+        """Return a consumer after a copy: unassigned and drained for the next one when
+        `reusable` and it reported no error meanwhile, closed otherwise."""
+        reusable = reusable and pooled.errors == 0
+        if reusable:
+            try:
+                # The copy pauses a partition it has read to the end; librdkafka keeps an
+                # application's pause through unassign, so it is lifted first.
+                assigned = pooled.consumer.assignment()
+                if assigned:
+                    pooled.consumer.resume(assigned)
+                pooled.consumer.unassign()
+                # Whatever the old assignment left queued (records, EOF events) goes now; the
+                # reader also ignores any record of a partition it does not read.
+                while pooled.consumer.consume(CONSUME_BATCH, timeout=0):
+                    pass
+            except (KafkaException, RuntimeError):
+                reusable = False
+            else:
+                reusable = pooled.errors == 0
+        pooled.watch = None
+        if reusable:
+            with self._lock:
+                self._idle.append(pooled)
+            return
+        close_quietly(pooled.consumer)
+
+    # -- source-side offset-syncs ---------------------------------------------------------------
+    def sync_producer(self, watch: ClusterWatch) -> Producer | None:
+        job = self.job
+        if not job.offset_syncs_topic or job.offset_syncs_on_target:
+            return None
+        with self._lock:
+            if self._sync_producer is None:
+                self._sync_watch = watch
+                self._sync_producer = Producer(
+                    {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+                )
+            return self._sync_producer
+
+    def flush_syncs(self) -> int:
+        """Send the offset-syncs still queued; how many could not be sent (never raises)."""
+        if self._sync_producer is None or self._sync_watch is None:
+            return 0
+        # With slots copied side by side this waits for their syncs too, and syncs still unsent
+        # when it gives up (the source unreachable) count for each copy waiting.
+        try:
+            return flush(self._sync_producer, self._sync_watch)
+        except (ClusterUnreachable, KafkaException, SystemError):
+            return len(self._sync_producer)
+
+    # -- the end ---------------------------------------------------------------------------------
+    def close(self) -> None:
+        for writer in list(self._writers.values()):
+            writer.close()
+        self.flush_syncs()  # every copy flushed and counted its own; nothing is left here
+        if self._sync_producer is not None:
+            with contextlib.suppress(KafkaException, SystemError, RuntimeError):
+                self._sync_producer.purge()
+        self.progress.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+            ends, self._ends = self._ends, None
+        for pooled in idle:
+            close_quietly(pooled.consumer)
+        for consumer in ends or ():
+            close_quietly(consumer)
+
+    def __enter__(self) -> SharedClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def close_quietly(consumer: Consumer) -> None:
+    with contextlib.suppress(KafkaException, RuntimeError):
+        consumer.close()
+
+
+__all__ = ["CONSUMER_DEFAULTS", "SharedClients", "PooledConsumer", "stats"]

@@ -1,0 +1,213 @@
+"""Transactions left open on the target that their producer can no longer end ("hanging").
+
+Kafka ends a dead writer's transaction by writing an abort marker into every partition it wrote.
+A broker that restarts can drop those markers (its coordinator finds no leader for a partition in
+the moment after the restart and skips it) while recording the abort as done. The partition then
+holds the dead transaction's records with no marker: read_committed readers stop in front of them
+for good, and, since Kafka before transactions v2 (KIP-890, which librdkafka does not speak) ends
+whatever a producer id has open in a partition with its next marker, the next commit of the same
+transactional.id there commits the dead records too: the records it copies again are then on the
+target twice. A dropped marker in the progress topic blocks every later read of progress.
+
+mirrorflow never writes on top of one of its own:
+
+- Before a slot writer writes a remote partition (which only this flow's copies write, unless
+  local clients write an identity-named one), it asks for the partition's last stable offset and
+  high watermark; after its init_transactions no transaction of the slot can still be open there,
+  so one that is open is swept: the writer begins a transaction, writes a sweep record into the
+  partition and aborts. Its abort marker ends whatever its producer id holds open there (Kafka
+  ends a producer's transaction in a partition with its next marker, whatever epoch wrote it),
+  and the last stable offset moves on.
+- A progress partition is shared by the slots of a flow, so an open transaction there is usually
+  a live one of another slot; a settle waits for it. One still open after the writers'
+  transaction.timeout.ms (the broker aborts live ones then) is hanging: the first record it holds
+  says which partition's progress it is, hence which slot's writer (or older writer) wrote it, and
+  that writer's id sweeps it.
+- What no id of this flow can end (another producer's, or markers lost twice) stops the copy of
+  the partitions concerned with one message naming them, where the open transaction starts and
+  the Kafka command that ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterable, Mapping
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
+
+from mirrorflow.kafka import ClusterWatch, KafkaCallError, consumer_offsets, reader
+from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
+from mirrorflow.policy.provenance import ProvenanceError, read_provenance
+from mirrorflow.replicate.copy.calls import flush_all, retrying
+from mirrorflow.replicate.copy.clients import stats
+from mirrorflow.replicate.copy.job import CopyError
+
+SWEEP_HEADER = "mirrorflow.sweep"
+SWEEP_KEY = b"mirrorflow.sweep"
+SWEEP_CONNECTOR = "mirrorflow-sweep"
+CLOSE_WAIT_S = 10.0
+"""How long a sweep's abort marker may take to show in the last stable offset."""
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+Where = tuple[str, int]
+
+
+class HangingTransaction(CopyError):
+    """A transaction is open in a partition the copy must write, and no writer of the flow can
+    end it; `where` are the partitions concerned."""
+
+    def __init__(self, message: str, where: Iterable[Where]) -> None:
+        super().__init__(message)
+        self.where = set(where)
+
+
+def end_offsets(
+    ends: tuple[Consumer, Consumer], partitions: Iterable[Where], timeout_s: float
+) -> dict[Where, tuple[int, int]]:
+    """(last stable offset, high watermark) of each partition, in one batched call per isolation
+    level: where they differ, a transaction is open from the last stable offset on."""
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    committed, uncommitted = ends
+    try:
+        stable = consumer_offsets(committed, wanted, OFFSET_END, timeout_s=timeout_s)
+        high = consumer_offsets(uncommitted, wanted, OFFSET_END, timeout_s=timeout_s)
+    except KafkaCallError as exc:
+        raise CopyError(f"cannot tell whether transactions are open on the target: {exc}") from exc
+    return {where: (stable[where], high[where]) for where in wanted}
+
+
+def sweep(
+    producer: Producer, records: Mapping[Where, tuple[bytes, bytes | None]], watch: ClusterWatch
+) -> None:
+    """One transaction that writes a record (key, value) into each partition and aborts: its
+    abort marker ends anything the producer's id holds open there."""
+    producer.begin_transaction()
+    for (topic, partition), (key, value) in records.items():
+        producer.produce(topic, value, key, partition, headers=[(SWEEP_HEADER, b"")])
+    flush_all(producer, watch, "sweep records")
+    retrying(producer.abort_transaction, watch, "abort_transaction")
+    stats.add("transactions_swept")
+
+
+def await_closed(
+    ends: tuple[Consumer, Consumer], stuck: Mapping[Where, int], timeout_s: float = CLOSE_WAIT_S
+) -> dict[Where, int]:
+    """Wait until the transaction open at each stuck offset has ended (the last stable offset
+    moved past it); what is still open after `timeout_s`."""
+    left = dict(stuck)
+    deadline = time.monotonic() + timeout_s
+    while left:
+        try:
+            stable = consumer_offsets(ends[0], left, OFFSET_END, timeout_s=timeout_s)
+        except KafkaCallError:
+            stable = {}
+        left = {where: lso for where, lso in left.items() if stable.get(where, lso) <= lso}
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return left
+
+
+def data_sweep_records(stuck: Iterable[Where]) -> dict[Where, tuple[bytes, bytes | None]]:
+    return {where: (SWEEP_KEY, None) for where in stuck}
+
+
+def progress_sweep_records(
+    source: str, slot: int, stuck: Iterable[Where]
+) -> dict[Where, tuple[bytes, bytes | None]]:
+    """Sweep records for progress partitions: keyed as a Connect offset of a connector nobody
+    runs, with no value, so that no reader of the offsets topic (mirrorflow's, MM2's, Connect's)
+    takes one for progress even when it reads uncommitted records."""
+    key = SourceOffsetKey(cluster=source, topic="mirrorflow.sweep", partition=slot, connector=SWEEP_CONNECTOR)
+    return {where: (key.key_bytes(), None) for where in stuck}
+
+
+def first_open_record(
+    config: Mapping[str, object], where: Where, offset: int, timeout_s: float = 10.0
+) -> Message | None:
+    """The record at `offset` as a read_uncommitted reader sees it (the first of the open
+    transaction that starts there), or None when it cannot be read in time."""
+    consumer = reader(config, isolation="read_uncommitted")
+    try:
+        consumer.assign([TopicPartition(where[0], where[1], offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is None:
+                return message
+            if message.offset() > offset:
+                return None
+        return None
+    finally:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            consumer.close()
+
+
+def copied_by_flow(message: Message, source: str, topic: str, partition: int) -> bool:
+    """Whether a record of a remote partition is this flow's copy of `topic`-`partition`, or
+    one of its sweep records (a record without provenance could be anyone's)."""
+    headers = message.headers() or []
+    if any(name == SWEEP_HEADER for name, _ in headers):
+        return True
+    try:
+        provenance = read_provenance(headers)
+    except ProvenanceError:
+        return False
+    return (
+        provenance is not None
+        and provenance.path[-1:] == (source,)
+        and (provenance.source_topic, provenance.source_partition) == (topic, partition)
+    )
+
+
+def progress_owner(message: Message, source: str) -> Where | None:
+    """The source partition whose progress record (or a sweep record of whose slot) opens a
+    transaction in a progress partition; None when it is not this flow's."""
+    try:
+        key = SourceOffsetKey.decode(message.key())
+    except ConnectOffsetFormatError:
+        return None
+    if key.cluster != source:
+        return None
+    return key.topic, key.partition
+
+
+def unresolved(
+    stuck: Mapping[Where, int], bootstrap: str, leaders: Mapping[Where, int], why: str
+) -> HangingTransaction:
+    """The error for open transactions nobody of the flow can end, with Kafka's commands."""
+    lines = []
+    for (topic, partition), offset in sorted(stuck.items()):
+        leader = leaders.get((topic, partition), -1)
+        lines.append(
+            f"{topic}-{partition} from offset {offset} (leader: broker {leader}): "
+            f"kafka-transactions.sh --bootstrap-server {bootstrap} abort --topic {topic} "
+            f"--partition {partition} --start-offset {offset}"
+        )
+    return HangingTransaction(
+        f"a transaction is open on the target that {why}, so mirrorflow does not write on top of it "
+        "(its next commit there could make the open records visible): "
+        + "; ".join(lines)
+        + f" (kafka-transactions.sh --bootstrap-server {bootstrap} find-hanging --broker-id N lists them); "
+        "then run again",
+        stuck,
+    )
+
+
+def leaders(consumer: Consumer, where: Iterable[Where]) -> dict[Where, int]:
+    """The leader broker of each partition, for the operator's command (best effort)."""
+    out: dict[Where, int] = {}
+    for topic in sorted({t for t, _ in where}):
+        with contextlib.suppress(KafkaException):
+            metadata = consumer.list_topics(topic, timeout=5).topics.get(topic)
+            if metadata is not None:
+                for partition, info in metadata.partitions.items():
+                    out[(topic, partition)] = info.leader
+    return out

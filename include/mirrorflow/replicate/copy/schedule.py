@@ -1,0 +1,328 @@
+"""The order in which a slot's partitions are copied: which go into the next transaction, what a
+failure costs, and when the slot stops.
+
+Partitions with little to copy (at most SMALL_SPAN offsets, and at most a transaction's worth)
+share transactions, up to GROUP_PARTITIONS of them and max_records offsets in all: a busy
+partition then costs a share of a transaction instead of one of its own (AddPartitionsToTxn,
+EndTxn, the markers, and the wait for the coordinator to finish the last one). A larger partition
+takes transactions of its own, chunk after chunk.
+
+A failed transaction of several partitions is not retried as such: each of its partitions goes
+on alone, meeting (and reporting) its own error, if any. A partition alone is retried up to
+ATTEMPTS times; finding a record the target refuses takes up to two more, which are not retries.
+Once a newer writer took the slot (fencing), nothing more of the slot is tried: another writer
+would fence that one back, and the two would take turns. Once a cluster is found unreachable
+(here or in another thread of the worker), what is left fails at once with the same cause
+instead of each waiting out the same limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaException
+
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
+from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying, watches
+from mirrorflow.replicate.copy.chunk import PartitionCopy
+from mirrorflow.replicate.copy.clients import SharedClients
+from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
+from mirrorflow.replicate.copy.reader import SourceReader
+from mirrorflow.replicate.copy.refusal import REFUSAL_STEPS, RecordRefused
+from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
+from mirrorflow.replicate.copy.transaction import ForeignWriter, Interleaved, transact
+from mirrorflow.replicate.copy.writer import SlotWriter
+from mirrorflow.replicate.offset_syncs import DenseSyncEmitter
+from mirrorflow.replicate.plan import PartitionSpan, writer_slot
+from mirrorflow.replicate.progress import ProgressReadError
+
+SMALL_SPAN = 10_000
+"""Spans with more pending offsets than this are "large": their copy is limited by the CPU, so a
+worker copies one at a time (see SharedClients.large), beside any number of small ones."""
+GROUP_PARTITIONS = 32
+ATTEMPTS = 3
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+
+def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClients) -> list[UnitResult]:
+    """Copy spans of one writer slot with the worker's writer of that slot; results in `spans`
+    order; never raises (each partition's error is in its result)."""
+    slots = {writer_slot(s.topic, s.partition) for s in spans}
+    if len(slots) > 1:
+        raise ValueError(f"copy_units takes the spans of one writer slot, got slots {sorted(slots)}")
+    if not spans:
+        return []
+    copies = [PartitionCopy(job, span, UnitResult.for_span(span)) for span in spans]
+    _SlotCopy(job, copies, shared, shared.writer(slots.pop())).run()
+    return [c.result for c in copies]
+
+
+class _SlotCopy:
+    def __init__(
+        self, job: CopyJob, copies: list[PartitionCopy], shared: SharedClients, writer: SlotWriter
+    ) -> None:
+        self.job, self.copies, self.shared, self.writer = job, copies, shared, writer
+        self.reader: SourceReader | None = None
+        self.reader_ok = True
+        self.alone: set[int] = set()
+        self.started = {id(c): time.monotonic() for c in copies}
+        self.watches: tuple[ClusterWatch, ClusterWatch] = watches(job)
+
+    def run(self) -> None:
+        try:
+            self._check_live()
+            while True:
+                pending = [c for c in self.copies if not c.done]
+                if not pending or self._stopped(pending):
+                    break
+                if not self._open(pending):
+                    continue
+                ready = [c for c in pending if not c.done]
+                if ready:
+                    self._transact(self._next_batch(ready))
+        except Exception as exc:  # the contract: every partition fails with its cause, nothing raises
+            log.exception("copying slot %d failed unexpectedly", self.writer.slot)
+            for copy in self.copies:
+                if not copy.done:
+                    self._fail(copy, f"unexpected {type(exc).__name__}: {exc}")
+        finally:
+            if self.reader is not None:
+                self.shared.give_back(self.reader.pooled, reusable=self.reader_ok)
+            unsent = self.shared.flush_syncs()
+            if unsent:
+                sent = [c.result for c in self.copies if c.result.offset_syncs]
+                (sent or [self.copies[0].result])[0].offset_sync_errors += unsent
+
+    # -- before anything is written -----------------------------------------------------------
+    def _check_live(self) -> None:
+        """Spans whose topics were deleted and created again since the plan are not copied."""
+        spans = [c.span for c in self.copies]
+        try:
+            source_ids, remote_ids = self.shared.live_topic_ids(
+                {s.topic for s in spans}, {s.remote_topic for s in spans}
+            )
+        except KafkaException:
+            return  # a cluster that does not answer fails the copy itself, with its own cause
+        for copy in self.copies:
+            try:
+                check_live(copy.span, source_ids, remote_ids)
+            except StalePlan as exc:
+                self._fail(copy, str(exc))
+
+    def _open(self, pending: list[PartitionCopy]) -> bool:
+        """Open the slot's writer for `pending` and decide where each partition starts; whether
+        the copy can go on to a transaction (False: a failure was handled, look again)."""
+        self.watches = watches(self.job)
+        target_watch = self.watches[1]
+        try:
+            producer = self.writer.open(pending, target_watch)
+            for copy in pending:
+                if copy.position < 0:
+                    try:
+                        self._prepare(copy, producer, target_watch)
+                    except CopyError as exc:
+                        self._fail(copy, str(exc))
+            writing = [c for c in pending if not c.done and c.pending > 0]
+            for where, error in self.writer.ensure_clear(writing, target_watch).items():
+                for copy in writing:
+                    if (copy.span.remote_topic, copy.span.partition) == where:
+                        self._fail(copy, str(error))
+            return True
+        except Exception as exc:  # noqa: BLE001 - classified below, as a transaction's failure is
+            self._failed(pending, exc, opening=True)
+            return False
+
+    def _prepare(self, copy: PartitionCopy, producer, watch: ClusterWatch) -> None:
+        span = copy.span
+        if (
+            self.shared.remote_partitions(producer, span.remote_topic, span.partition, watch)
+            <= span.partition
+        ):
+            raise CopyError(
+                f"remote topic {span.remote_topic} has no partition {span.partition}; "
+                "the plan step grows remote partitions, so rerun it"
+            )
+        stored = self.writer.stored(span.topic, span.partition)
+        start = resume_offset(span, stored)
+        copy.position = start
+        copy.emitter = DenseSyncEmitter()
+        if copy.result.resumed_from < 0:
+            copy.result.resumed_from = start
+        if stored is not None and copy.result.transactions == 0:
+            copy.result.progress = stored.offset
+        if copy.result.attempts == 0:
+            copy.result.attempts = 1
+        if start >= copy.end:
+            if copy.refusal.stop_at is not None:
+                # Copied up to the record the target refuses, which stays uncopied.
+                self._fail(copy, copy.refusal.message)
+                return
+            copy.moves = moves_progress(span, stored)
+            if not copy.moves:
+                self._finish(copy)
+
+    # -- transactions ----------------------------------------------------------------------------
+    def _groupable(self, copy: PartitionCopy) -> bool:
+        return id(copy) not in self.alone and copy.pending <= min(SMALL_SPAN, self.job.max_records)
+
+    def _next_batch(self, ready: list[PartitionCopy]) -> list[PartitionCopy]:
+        first = ready[0]
+        if not self._groupable(first):
+            return [first]
+        batch: list[PartitionCopy] = []
+        offsets = 0
+        for copy in ready[:GROUP_PARTITIONS]:
+            if not self._groupable(copy) or (batch and offsets + copy.pending > self.job.max_records):
+                break
+            batch.append(copy)
+            offsets += copy.pending
+        return batch
+
+    def _transact(self, batch: list[PartitionCopy]) -> None:
+        source_watch, target_watch = self.watches
+        if any(c.pending for c in batch):
+            if self.reader is None:
+                self.reader = SourceReader(self.shared.source_consumer(source_watch), source_watch)
+            self.reader.watch = self.reader.pooled.watch = source_watch
+        large = any(c.pending > SMALL_SPAN for c in batch)
+        try:
+            with self.shared.large if large else contextlib.nullcontext():
+                transact(self.job, batch, self.shared, self.writer, self.reader, self.watches)
+        except Interleaved as exc:
+            # Copied again with a report per record; the abort keeps the writer (it is not at fault).
+            for copy in exc.copies:
+                copy.exact = True
+                copy.result.interleaved_chunks += 1
+            producer = self.writer.producer
+            assert producer is not None
+            try:
+                retrying(producer.abort_transaction, target_watch, "abort_transaction")
+            except Exception as abort_error:  # noqa: BLE001 - classified as the transaction's failure
+                self._failed(batch, abort_error)
+            return
+        except Exception as exc:  # noqa: BLE001 - classified below
+            self._failed(batch, exc)
+            return
+        for copy in batch:
+            if copy.done:
+                if copy.refusal.stop_at is not None:
+                    copy.result.error = copy.refusal.message
+                self._finish(copy)
+
+    # -- failures ------------------------------------------------------------------------------------
+    def _failed(self, batch: list[PartitionCopy], exc: BaseException, *, opening: bool = False) -> None:
+        """After a failed transaction (or a failed opening of the writer for `batch`): the writer's
+        producer goes, and each partition of `batch` is retried, goes on alone, or fails, as the
+        error says."""
+        job, writer = self.job, self.writer
+        self.reader_ok = False
+        if self.reader is not None:
+            self.shared.give_back(self.reader.pooled, reusable=False)
+            self.reader = None
+        unreachable = exc.alias if isinstance(exc, ClusterUnreachable) else None
+        if isinstance(exc, ForeignWriter) and writer.producer is not None:
+            # A writer of this version that took the slot over fenced this one first; the abort says.
+            try:
+                retrying(writer.producer.abort_transaction, self.watches[1], "abort_transaction")
+            except KafkaException as abort_error:
+                if is_fencing(abort_error, writer.fatal):
+                    exc = Fenced(str(exc))
+        fenced = isinstance(exc, Fenced) or is_fencing(exc, writer.fatal)
+        if fenced:
+            where = batch[0].span
+            writer.take_over(f"{where.topic}-{where.partition}")
+        writer.discard(reachable=unreachable != job.target)
+        for copy in batch:
+            copy.position = -1
+        if fenced:
+            for copy in batch:
+                self._fail(
+                    copy,
+                    f"fenced: another writer took over {copy.span.topic}-{copy.span.partition} (a newer attempt or "
+                    "a concurrent run of this flow), or the broker aborted a transaction of this copy that "
+                    "outlived the producer's transaction.timeout.ms",
+                )
+            return
+        if unreachable is not None:
+            for copy in batch:
+                copy.result.unreachable = unreachable
+                self._fail(copy, str(exc))
+            self.shared.unreachable = batch[0].result
+            return
+        if isinstance(exc, ForeignWriter):
+            # Fence what may have written there, and go on from progress as it is read again.
+            with contextlib.suppress(Exception):
+                writer.fence_older_now(exc.copy, self.watches[1])
+            span = exc.copy.span
+            writer.committed.pop((span.topic, span.partition), None)
+            batch = [exc.copy]
+        if len(batch) > 1 and not opening and not isinstance(exc, ProgressReadError):
+            log.debug("copying %d partitions in one transaction failed (%s); one by one now", len(batch), exc)
+            self.alone.update(id(c) for c in batch)
+            return
+        retried = [copy for copy in batch if self._retry_or_fail(copy, exc)]
+        if retried:
+            time.sleep(min(5.0, 0.5 * (max(c.result.attempts for c in retried) - 1)))
+
+    def _retry_or_fail(self, copy: PartitionCopy, exc: BaseException) -> bool:
+        """Fail `copy` for `exc`, or count one more attempt; whether it is retried after a pause."""
+        result = copy.result
+        if isinstance(exc, RecordRefused):
+            # Finding the refused record takes up to two more attempts that are not retries.
+            copy.refusal.steps += 1
+            if copy.refusal.steps > REFUSAL_STEPS:
+                self._fail(copy, f"the target refused a record as too large: {exc}")
+            return False
+        if isinstance(exc, CopyError):
+            self._fail(copy, str(exc))
+            return False
+        final = False
+        if isinstance(exc, ForeignWriter):
+            message = str(exc)
+        elif isinstance(exc, KafkaException):
+            error = kafka_error(exc)
+            message = describe(exc)
+            final = error is not None and error.fatal()
+        elif isinstance(exc, ProgressReadError):
+            message, final = f"reading progress failed: {exc}", False
+        else:
+            log.error("copying %s-%s failed unexpectedly", copy.span.topic, copy.span.partition, exc_info=exc)
+            self._fail(copy, f"unexpected {type(exc).__name__}: {exc}")
+            return False
+        if final or result.attempts >= ATTEMPTS:
+            self._fail(copy, message)
+            return False
+        result.attempts += 1
+        return True
+
+    def _stopped(self, pending: list[PartitionCopy]) -> bool:
+        """Fail what is left, without trying, once the slot was taken or a cluster is gone."""
+        gone, fenced = self.shared.unreachable, self.writer.fenced
+        if gone is None and fenced is None:
+            return False
+        for copy in pending:
+            copy.result.progress = (
+                copy.span.progress if copy.result.transactions == 0 else copy.result.progress
+            )
+            if gone is not None:
+                copy.result.unreachable = gone.unreachable
+                self._fail(copy, f"not copied: {gone.error}")
+            else:
+                self._fail(
+                    copy,
+                    f"fenced: another writer took over {copy.span.topic}-{copy.span.partition} (a newer attempt or a "
+                    f"concurrent run of this flow took its writer slot while this one copied {fenced}); not copied",
+                )
+        return True
+
+    def _fail(self, copy: PartitionCopy, error: str) -> None:
+        copy.result.error = error
+        self._finish(copy)
+
+    def _finish(self, copy: PartitionCopy) -> None:
+        copy.done = True
+        copy.result.seconds = round(time.monotonic() - self.started[id(copy)], 3)

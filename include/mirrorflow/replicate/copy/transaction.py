@@ -1,0 +1,305 @@
+"""One transaction of N partitions of a slot (N = 1 included): the only way records reach the
+target.
+
+Exactly-once: the partitions' records, their progress and (when offset-syncs live on the target)
+their offset-syncs go into one transaction of the slot's producer, committed together or not at
+all; the target never holds data without its progress or progress without its data.
+At-least-once: the records go through the idempotent producer and are flushed first; the progress
+then commits in a transaction of the slot's id (see writer.SlotWriter), so a crash re-copies at
+most the transaction in flight.
+
+A commit that fails may still have happened (its answer was lost, the coordinator moved, a newer
+writer's fencing waited for it to complete): its outcome is read back from progress, which holds
+exactly what the transaction committed, before anything is counted or retried. What follows a
+commit (counting, the source-side offset-syncs) never fails the copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, Producer
+
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
+from mirrorflow.mm2.formats import OffsetSync
+from mirrorflow.replicate.copy.calls import flush_all, is_fencing, is_too_large, kafka_error, retrying
+from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy, feed_runs
+from mirrorflow.replicate.copy.clients import SharedClients
+from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced
+from mirrorflow.replicate.copy.reader import SourceReader
+from mirrorflow.replicate.copy.refusal import RecordRefused
+from mirrorflow.replicate.copy.writer import SlotWriter
+from mirrorflow.replicate.plan import COPY_SLOTS
+from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+SyncRecords = list[tuple[OffsetSync, list[tuple[str, bytes]]]]
+
+
+class Interleaved(Exception):
+    """Another writer's records landed among a partition's records: its chunk is copied again,
+    every record reporting its target offset."""
+
+    def __init__(self, copies: Sequence[PartitionCopy]) -> None:
+        super().__init__(", ".join(f"{c.span.remote_topic}-{c.span.partition}" for c in copies))
+        self.copies = list(copies)
+
+
+class ForeignWriter(Exception):
+    """Records of another writer appeared in a remote partition only this flow writes, between
+    this writer's own: a writer of an older kind still running (its id is fenced and the copy goes
+    on from progress read again), a zombie of the at-least-once mode finishing its chunk in
+    flight, or a client that should not write there (the partition fails after ATTEMPTS)."""
+
+    def __init__(self, message: str, copy: PartitionCopy) -> None:
+        super().__init__(message)
+        self.copy = copy
+
+
+class CommitUnknown(CopyError):
+    """The commit failed and its outcome could not be read back."""
+
+
+@dataclass
+class _Staged:
+    copy: PartitionCopy
+    chunk: Chunk | None  # None: only its progress moves (to its end)
+    last: int
+    downs: Sequence[int]
+    syncs: SyncRecords
+
+
+def transact(
+    job: CopyJob,
+    copies: Sequence[PartitionCopy],
+    shared: SharedClients,
+    writer: SlotWriter,
+    reader: SourceReader | None,
+    watches: tuple[ClusterWatch, ClusterWatch],
+) -> None:
+    """Copy the next bounded piece of each of `copies` in one transaction; on success their
+    positions, results and the writer's committed progress have moved. Raises on failure, the
+    transaction aborted or decided not to have committed; the caller drops the writer's producer."""
+    source_watch, watch = watches
+    producer = writer.producer
+    assert producer is not None and shared.progress_partitions is not None
+    started = time.monotonic()
+    exactly_once = job.exactly_once
+    if exactly_once:
+        producer.begin_transaction()
+    chunks = [(c, c.new_chunk()) for c in copies if c.pending > 0]
+    if chunks:
+        assert reader is not None
+        reader.fill(job, chunks, producer, watch, started + job.chunk_seconds)
+    staged = _staged(job, copies, dict((id(c), chunk) for c, chunk in chunks), producer, writer, watch)
+    if not staged:
+        if exactly_once:
+            retrying(producer.abort_transaction, watch, "abort_transaction")
+        return
+    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, watch)
+    _commit(job, staged, producer if exactly_once else writer.fence, writer, shared, watch)
+    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started)
+
+
+def _staged(
+    job: CopyJob,
+    copies: Sequence[PartitionCopy],
+    chunks: dict[int, Chunk],
+    producer: Producer,
+    writer: SlotWriter,
+    watch: ClusterWatch,
+) -> list[_Staged]:
+    """Flush what was produced and decide, per partition, what the transaction commits."""
+    try:
+        flush_all(producer, watch, "records")
+        for copy in copies:
+            chunk = chunks.get(id(copy))
+            if chunk is not None and chunk.refused is not None:
+                raise KafkaException(chunk.refused)
+        interleaved = []
+        staged = []
+        for copy in copies:
+            chunk = chunks.get(id(copy))
+            if chunk is None:
+                if copy.moves:
+                    staged.append(_Staged(copy, None, copy.span.end - 1, (), []))
+                continue
+            if chunk.processed == 0 and not chunk.reached_end:
+                continue  # not reached before the deadline: the next transaction carries it
+            downs = copy.downstream_offsets(chunk)
+            if downs is None:
+                interleaved.append(copy)
+                continue
+            _check_landing(job, copy, writer, downs)
+            staged.append(_Staged(copy, chunk, chunk.last_processed, downs, []))
+        if interleaved:
+            raise Interleaved(interleaved)
+        return staged
+    except KafkaException as exc:
+        if len(copies) == 1 and is_too_large(exc):
+            copy = copies[0]
+            chunk = chunks.get(id(copy))
+            if (chunk is not None and chunk.refused is not None) or not copy.refusal.solo:
+                # The producer must go (its transaction needs an epoch bump); the next attempt
+                # copies one record at a time, or up to the refused record.
+                copy.refusal.solo = True
+                raise RecordRefused(str(exc)) from exc
+        raise
+
+
+def _check_landing(job: CopyJob, copy: PartitionCopy, writer: SlotWriter, downs: Sequence[int]) -> None:
+    """In a remote partition only this flow writes, this writer's records land right after its
+    own last ones (and the commit marker): anything else means another writer is copying the
+    same partition, and the two would put the same records there twice."""
+    span = copy.span
+    where = (span.remote_topic, span.partition)
+    expected = writer.landing.get(where)
+    if not job.exactly_once or expected is None or span.remote_topic == span.topic or not downs:
+        return  # at-least-once cannot take records back anyway; identity names: others may write
+    if downs[0] == expected:
+        return
+    raise ForeignWriter(
+        f"another writer wrote {downs[0] - expected} record(s) into {span.remote_topic}-{span.partition} "
+        f"(offsets {expected} to {downs[0] - 1}) while this copy of {span.topic}-{span.partition} wrote it: "
+        "only this flow's copy writes that topic, so another copy of it is running (a mirrorflow of an "
+        "older version, or MirrorMaker 2 on the same flow); stop the other copy "
+        "(docs/operations/upgrading.md), then check the target with `mirrorflow verify`",
+        copy,
+    )
+
+
+def _stage_progress(
+    job: CopyJob, staged: list[_Staged], producer: Producer | None, shared: SharedClients, watch: ClusterWatch
+) -> list[SyncRecords]:
+    """Produce each partition's progress (and target-side offset-syncs) into the transaction;
+    returns the offset-syncs as records, for the source side once it commits."""
+    assert producer is not None
+    if not job.exactly_once:
+        producer.begin_transaction()
+    outgoing = []
+    for item in staged:
+        copy, span = item.copy, item.copy.span
+        if item.chunk is not None:
+            feed_runs(copy.emitter, item.chunk.ups, item.downs)
+            copy.emitter.boundary()
+        syncs = copy.emitter.drain() if job.offset_syncs_topic else []
+        key, value, partition = progress_record(
+            job.source,
+            span.topic,
+            span.partition,
+            item.last,
+            shared.progress_partitions or 0,
+            span.incarnation,
+            COPY_SLOTS,
+        )
+        producer.produce(job.progress_topic, key=key, value=value, partition=partition)
+        records = [
+            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs
+        ]
+        if job.offset_syncs_on_target and job.offset_syncs_topic:
+            _produce_syncs(producer, job.offset_syncs_topic, records)
+        outgoing.append(records)
+    return outgoing
+
+
+def _commit(
+    job: CopyJob,
+    staged: list[_Staged],
+    producer: Producer | None,
+    writer: SlotWriter,
+    shared: SharedClients,
+    watch: ClusterWatch,
+) -> None:
+    assert producer is not None
+    try:
+        retrying(producer.commit_transaction, watch, "commit_transaction")
+        return
+    except KafkaException as exc:
+        error = kafka_error(exc)
+        if error is not None and error.txn_requires_abort():
+            raise  # definitely not committed; the writer aborts it
+        cause: BaseException = exc
+    except ClusterUnreachable as exc:
+        cause = exc
+    # The commit may have happened. Progress says: it holds every staged value, or none.
+    fenced = isinstance(cause, KafkaException) and is_fencing(cause, writer.fatal)
+    keys = [(item.copy.span.topic, item.copy.span.partition) for item in staged]
+    try:
+        shared.progress.settle(keys)
+    except (ProgressReadError, KafkaException) as exc:
+        raise CommitUnknown(
+            f"committing the transaction failed ({cause}) and its outcome could not be read back ({exc}); "
+            "the next run reads it from progress"
+        ) from cause
+    found = [shared.progress.get(*where) for where in keys]
+    wanted = [Stored(item.last, item.copy.span.incarnation, COPY_SLOTS) for item in staged]
+    if found == wanted:
+        log.info(
+            "the commit of %d partition(s) reported %s but happened (progress holds it)", len(staged), cause
+        )
+        if fenced:
+            writer.take_over(f"{keys[0][0]}-{keys[0][1]}")
+        return
+    if fenced:
+        raise Fenced(f"{keys[0][0]}-{keys[0][1]}") from cause
+    raise cause
+
+
+def _after_commit(
+    job: CopyJob,
+    staged: list[_Staged],
+    outgoing: list[SyncRecords],
+    shared: SharedClients,
+    writer: SlotWriter,
+    source_watch: ClusterWatch,
+    seconds: float,
+) -> None:
+    """Count what the transaction committed and send the source-side offset-syncs (flushed when
+    the slot's copy ends, see schedule.py); never raises."""
+    marker = 1 if job.exactly_once else 0
+    sync_producer = None
+    if job.offset_syncs_topic and not job.offset_syncs_on_target and any(outgoing):
+        with contextlib.suppress(Exception):
+            sync_producer = shared.sync_producer(source_watch)
+    for index, (item, records) in enumerate(zip(staged, outgoing, strict=True)):
+        copy, result = item.copy, item.copy.result
+        span = copy.span
+        copy.position = item.last + 1
+        copy.moves = False
+        writer.committed[(span.topic, span.partition)] = Stored(item.last, span.incarnation, COPY_SLOTS)
+        result.progress = item.last
+        result.copy_seconds = round(result.copy_seconds + seconds, 3)
+        if index == 0:
+            result.transactions += 1
+        if item.chunk is not None:
+            chunk = item.chunk
+            result.records += len(chunk.ups)
+            result.bytes += chunk.bytes
+            result.skipped_loops += chunk.skipped_loops
+            result.retimed += chunk.retimed
+            if item.downs:
+                writer.landing[(span.remote_topic, span.partition)] = item.downs[-1] + 1 + marker
+            if chunk.reached_end:
+                copy.done = True
+        else:
+            copy.done = True
+        result.offset_syncs += len(records)
+        if records and sync_producer is not None:
+            try:
+                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records)
+                sync_producer.poll(0)
+            except Exception as exc:  # the copy is committed; a sync that cannot be sent is counted
+                log.warning("offset-syncs of %s-%d not sent: %s", span.topic, span.partition, exc)
+                result.offset_sync_errors += len(records)
+        elif records and not job.offset_syncs_on_target:
+            result.offset_sync_errors += len(records)
+
+
+def _produce_syncs(producer: Producer, topic: str, records: SyncRecords) -> None:
+    for sync, headers in records:
+        producer.produce(topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0, headers=headers)

@@ -1,0 +1,348 @@
+"""The writer of one writer slot: who may write its partitions' copies, and proof that nothing
+older can write them any more.
+
+Every writer of a partition, whichever run, task or attempt it belongs to, uses its slot's
+transactional.id (see plan.COPY_SLOTS), so opening a writer fences every older one: a retried
+Spark task, a zombie, a concurrent run. Opening, in this order:
+
+1. init_transactions with the slot's id (exactly-once; at-least-once opens a producer with the
+   slot's id for its progress transactions, see `fence`) fences the slot's older writers;
+2. the ids older versions wrote these partitions under (a transactional.id per partition, or
+   another slot count) are fenced too, where the plan or the progress says one may be alive,
+   before any wait on progress, so an older zombie's open transaction never holds the settle;
+3. progress is settled: read until every transaction open in its partitions has ended, a wait no
+   longer than the writers' transaction.timeout.ms; a transaction still open after it is hanging
+   and is swept (hanging.py);
+4. each remote partition is checked for a transaction left open before the slot writes it.
+
+A writer once fenced stays fenced: it copies nothing more of its slot. Opening again would fence
+the newer writer back, and the two would take turns. A failed transaction drops the producer
+(aborting what it had open); the next one opens again, which re-checks and re-settles.
+
+The writer stays open from range to range of its slot (a micro-batch window copies range after
+range), and remembers what it committed, which is the truth for its partitions while it is the
+slot's writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from mirrorflow.kafka import ClusterWatch
+from mirrorflow.replicate.copy import hanging
+from mirrorflow.replicate.copy.calls import (
+    ABORT_TIMEOUT_S,
+    drop,
+    init_transactions,
+    new_client_config,
+    partition_count,
+    producer_config,
+    topic_metadata,
+)
+from mirrorflow.replicate.copy.chunk import PartitionCopy
+from mirrorflow.replicate.copy.clients import stats
+from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
+from mirrorflow.replicate.copy.job import CopyJob, Fenced
+from mirrorflow.replicate.progress import ProgressBlocked, Stored
+
+if TYPE_CHECKING:
+    from mirrorflow.replicate.copy.clients import SharedClients
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+SETTLE_MARGIN_S = 20.0
+"""Beyond transaction.timeout.ms: the broker's check for timed-out transactions runs every 10 s
+(transaction.abort.timed.out.transaction.cleanup.interval.ms), and its markers take a moment."""
+
+Where = tuple[str, int]
+
+
+class SlotWriter:
+    def __init__(self, job: CopyJob, slot: int, shared: SharedClients) -> None:
+        self.job, self.slot, self.shared = job, slot, shared
+        self.transactional_id = slot_transactional_id(job.source, job.target, slot)
+        self.producer: Producer | None = None
+        self.fence: Producer | None = None
+        self.watch: ClusterWatch | None = None
+        self.fenced: str | None = None
+        """What the slot's newer writer took over (set once, never cleared)."""
+        self.fatal: KafkaError | None = None
+        """The first fatal error librdkafka reported for this writer's producers."""
+        self.committed: dict[Where, Stored] = {}
+        self.landing: dict[Where, int] = {}
+        """Where this writer's next record lands in a remote partition nobody else writes."""
+        self._checked: set[Where] = set()
+        self._settled: set[Where] = set()
+        self._older_fenced: set[str] = set()
+        shared.progress.timeout_s = max(
+            shared.progress.timeout_s, job.transaction_timeout_s + SETTLE_MARGIN_S
+        )
+
+    # -- what the writer knows ------------------------------------------------------------------
+    def stored(self, topic: str, partition: int) -> Stored | None:
+        """The partition's progress: what this writer committed, else what the settled read found."""
+        return self.committed.get((topic, partition)) or self.shared.progress.get(topic, partition)
+
+    def take_over(self, where: str) -> None:
+        if self.fenced is None:
+            self.fenced = where
+
+    def _on_error(self, error: KafkaError) -> None:
+        if error.fatal() and self.fatal is None:
+            self.fatal = error
+        if self.watch is not None:
+            self.watch.on_error(error)
+
+    # -- opening -------------------------------------------------------------------------------
+    def open(self, copies: Sequence[PartitionCopy], watch: ClusterWatch) -> Producer:
+        """The producer that writes `copies` (the slot's partitions about to be copied), opened
+        and their progress settled unless already done; raises Fenced once the slot was taken."""
+        self.watch = watch
+        if self.fenced is not None:
+            raise Fenced(self.fenced)
+        job = self.job
+        if self.producer is None:
+            config = producer_config(job, watch, self.transactional_id if job.exactly_once else None)
+            config["error_cb"] = self._on_error
+            producer = Producer(config)
+            try:
+                # Metadata first: it brings up the broker connection, so init_transactions finds a
+                # broker at once instead of retrying on librdkafka's 500 ms timer.
+                self.shared.progress_partitions = partition_count(producer, job.progress_topic, watch)
+                if job.exactly_once:
+                    init_transactions(producer, job.progress_topic, watch)
+                else:
+                    self.fence = self._fenced_producer(self.transactional_id, watch, keep=True)
+            except BaseException:
+                drop(producer)
+                raise
+            self.producer = producer
+            self._checked.clear()
+            self._settled.clear()
+            self.landing.clear()
+            stats.add("writers_opened")
+        fresh = [c for c in copies if (c.span.topic, c.span.partition) not in self._settled]
+        if fresh:
+            # Older writers the plan saw first (their open transactions would hold the settle),
+            # then those the settled progress names.
+            self._fence_older([(c, c.span.progress_slots) for c in fresh], watch)
+            keys = [(c.span.topic, c.span.partition) for c in fresh]
+            self._settle(keys, watch)
+            seen = [(c, self._slots_of(c)) for c in fresh]
+            if self._fence_older(seen, watch):
+                self._settle(keys, watch)
+            self._settled.update(keys)
+        return self.producer
+
+    def _slots_of(self, copy: PartitionCopy) -> int:
+        stored = self.shared.progress.get(copy.span.topic, copy.span.partition)
+        return 0 if stored is None else stored.slots
+
+    def _fence_older(self, copies: Iterable[tuple[PartitionCopy, int]], watch: ClusterWatch) -> bool:
+        """Fence the older ids that may still write these partitions; whether any was new."""
+        job = self.job
+        ids: set[str] = set()
+        for copy, slots in copies:
+            ids.update(older_ids(job.source, job.target, copy.span.topic, copy.span.partition, slots))
+        ids -= self._older_fenced
+        for transactional in sorted(ids):
+            self._fenced_producer(transactional, watch)  # fenced once initialised; nothing to send
+        self._older_fenced |= ids
+        stats.add("older_writers_fenced", len(ids))
+        return bool(ids)
+
+    def fence_older_now(self, copy: PartitionCopy, watch: ClusterWatch) -> None:
+        """Fence the older ids of a partition again: another writer was seen writing it."""
+        job = self.job
+        for transactional in older_ids(job.source, job.target, copy.span.topic, copy.span.partition, 0):
+            self._fenced_producer(transactional, watch)
+            stats.add("older_writers_fenced")
+
+    def _fenced_producer(self, transactional: str, watch: ClusterWatch, *, keep: bool = False) -> Producer:
+        """A producer with the transactional.id `transactional`, initialised: every older producer
+        with that id is fenced (its open transaction aborted). At-least-once writes progress (and
+        target-side offset-syncs) through the slot's (`keep`): a writer fenced since can write no
+        progress any more, so two writers of one partition never copy side by side for more than
+        the chunk in flight, and a writer that wakes from a pause never moves progress back. The
+        data itself goes through an idempotent producer, outside transactions."""
+        job = self.job
+        config = new_client_config(
+            {
+                **job.target_producer,
+                "enable.idempotence": True,
+                "acks": "all",
+                "transactional.id": transactional,
+            }
+        )
+        config["error_cb"] = self._on_error if keep else watch.on_error
+        producer = Producer(config)
+        try:
+            # Its first Metadata request brings up the connection, the second waits for a named broker.
+            topic_metadata(producer, job.progress_topic, watch)
+            init_transactions(producer, job.progress_topic, watch)
+        except BaseException:
+            drop(producer)
+            raise
+        return producer
+
+    def _settle(self, keys: list[Where], watch: ClusterWatch) -> None:
+        progress = self.shared.progress
+        try:
+            progress.settle(keys)
+        except ProgressBlocked as exc:
+            self._sweep_progress(exc.stuck, watch)
+            progress.settle(keys)
+
+    def _sweep_progress(self, stuck: dict[int, int], watch: ClusterWatch) -> None:
+        """End the hanging transactions that held a settle: each is swept with the id of the writer
+        its first record says wrote it (the slot's, or an older id of that partition)."""
+        job = self.job
+        ends = self.shared.end_readers()
+        left: dict[Where, int] = {}
+        for partition, offset in stuck.items():
+            where = (job.progress_topic, partition)
+            record = hanging.first_open_record(job.target_consumer, where, offset)
+            owner = None if record is None else hanging.progress_owner(record, job.source)
+            if owner is None:
+                left[where] = offset
+                continue
+            candidates = [slot_transactional_id(job.source, job.target, self._slot(owner))]
+            candidates += older_ids(job.source, job.target, owner[0], owner[1], 0)
+            for transactional in candidates:
+                own = self.producer if job.exactly_once else self.fence
+                producer = own if transactional == self.transactional_id else None
+                temporary = producer is None
+                if temporary:
+                    producer = self._fenced_producer(transactional, watch)
+                try:
+                    records = hanging.progress_sweep_records(job.source, self.slot, [where])
+                    hanging.sweep(producer, records, watch)
+                finally:
+                    if temporary:
+                        drop(producer)
+                if not hanging.await_closed(ends, {where: offset}):
+                    break
+            else:
+                left[where] = offset
+        if left:
+            raise hanging.unresolved(
+                left,
+                str(job.target_producer.get("bootstrap.servers", "")),
+                hanging.leaders(ends[0], left),
+                "no writer of this flow can end (its first record is not this flow's progress, or its "
+                "abort markers were lost again)",
+            )
+
+    @staticmethod
+    def _slot(where: Where) -> int:
+        from mirrorflow.replicate.plan import writer_slot
+
+        return writer_slot(*where)
+
+    # -- before writing a remote partition -----------------------------------------------------
+    def ensure_clear(
+        self, copies: Sequence[PartitionCopy], watch: ClusterWatch
+    ) -> dict[Where, hanging.HangingTransaction]:
+        """Check the remote partitions of `copies` not checked since the producer opened: an open
+        transaction there is swept (see hanging.py). Returns the partitions that must not be
+        written, with the reason; notes where this writer's records land in the others."""
+        wanted = sorted({(c.span.remote_topic, c.span.partition) for c in copies} - self._checked)
+        if not wanted:
+            return {}
+        job = self.job
+        ends = self.shared.end_readers()
+        state = hanging.end_offsets(ends, wanted, job.unreachable_timeout_s)
+        stuck = {where: stable for where, (stable, high) in state.items() if stable < high}
+        for where, (stable, high) in state.items():
+            if stable == high:
+                self.landing[where] = high
+        sweeper = self.producer if job.exactly_once else self.fence
+        assert sweeper is not None
+        for _ in range(2):
+            if not stuck:
+                break
+            hanging.sweep(sweeper, hanging.data_sweep_records(stuck), watch)
+            stuck = hanging.await_closed(ends, stuck)
+        by_remote = {(c.span.remote_topic, c.span.partition): c for c in copies}
+        if stuck:
+            # A writer of an older kind still running has its transaction open there: fencing its
+            # id aborts it.
+            for where in stuck:
+                self.fence_older_now(by_remote[where], watch)
+            stuck = hanging.await_closed(ends, stuck)
+        refused: dict[Where, hanging.HangingTransaction] = {}
+        if stuck:
+            ours: dict[Where, int] = {}
+            for where, offset in stuck.items():
+                record = hanging.first_open_record(job.target_consumer, where, offset)
+                copy = by_remote[where]
+                if record is not None and not hanging.copied_by_flow(
+                    record, job.source, copy.span.topic, copy.span.partition
+                ):
+                    # Another producer's (local clients of an identity-named topic): this flow's
+                    # commits never end it, so writing beside it is safe.
+                    log.warning(
+                        "%s-%d has a transaction of another producer open since offset %d",
+                        where[0],
+                        where[1],
+                        offset,
+                    )
+                    continue
+                ours[where] = offset
+            if ours:
+                error = hanging.unresolved(
+                    ours,
+                    str(job.target_producer.get("bootstrap.servers", "")),
+                    hanging.leaders(ends[0], ours),
+                    "this flow's writers left and cannot end (its abort markers were lost)",
+                )
+                refused = {where: error for where in ours}
+        clear = [where for where in wanted if where not in refused]
+        self._checked.update(clear)
+        return refused
+
+    # -- after a failure, and at the end ------------------------------------------------------
+    def discard(self, *, reachable: bool) -> None:
+        """After a failed transaction: abort it now (so read_committed readers of the target are
+        not held at it until transaction.timeout.ms) and let the producers go. A fenced producer
+        cannot abort (the writer that fenced it already did), nor can one whose cluster is gone
+        (the coordinator aborts at the timeout)."""
+        producer, fence = self.producer, self.fence
+        self.producer = self.fence = None
+        self.landing.clear()
+        if producer is None:
+            return
+        reachable = reachable and self.fenced is None and self.fatal is None
+        aborter = producer if self.job.exactly_once else fence
+        if reachable and aborter is not None:
+            producer.purge()
+            _abort_quietly(aborter, self.transactional_id)
+        drop(producer)
+        if fence is not None:
+            drop(fence)
+
+    def close(self) -> None:
+        """Everything this writer wrote was committed (or aborted) already: nothing waits."""
+        producer, fence = self.producer, self.fence
+        self.producer = self.fence = None
+        for client in (producer, fence):
+            if client is not None:
+                drop(client)
+
+
+def _abort_quietly(producer: Producer, transactional: str) -> None:
+    try:
+        producer.abort_transaction(ABORT_TIMEOUT_S)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if not (isinstance(error, KafkaError) and error.code() == KafkaError._STATE):
+            log.warning(
+                "could not abort the open transaction of %s (%s); the broker aborts it after "
+                "transaction.timeout.ms",
+                transactional,
+                exc,
+            )
