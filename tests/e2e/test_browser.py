@@ -41,6 +41,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.airflow.local import AirflowHome, AirflowServer, free_port
+from mirrorflow.airflow.migrate_steps import STEPS
 from mirrorflow.airflow.settings import PROJECT_ROOT
 from mirrorflow.mm2.formats import Heartbeat
 
@@ -74,17 +75,7 @@ MIGRATE, FAILOVER = "mirrorflow_migrate", "mirrorflow_failover"
 VERIFY, REPLICATE = "mirrorflow__primary__backup__verify", "mirrorflow__primary__backup__replicate"
 ORDERS, BILLING = "orders", "billing-events"
 REMOTE = [(f"primary.{ORDERS}", 0), (f"primary.{ORDERS}", 1)]
-STEPS_AFTER_CHECK = {
-    "plan",
-    "copy",
-    "report",
-    "verify_plan",
-    "verify",
-    "verify_report",
-    "preview",
-    "approve",
-    "cutover",
-}
+STEPS_AFTER_CHECK = set(STEPS) - {"check"}
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
+from mirrorflow.airflow.migrate_steps import STEPS
 from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
 from mirrorflow.replicate.runs import iter_run_records
 
@@ -28,18 +29,7 @@ def test_the_form_and_the_steps_after_the_copy(monkeypatch, tmp_path) -> None:
         True,
         False,
     )
-    order = [
-        "check",
-        "plan",
-        "copy",
-        "report",
-        "verify_plan",
-        "verify",
-        "verify_report",
-        "preview",
-        "approve",
-        "cutover",
-    ]
+    order = list(STEPS)
     for before, after in zip(order, order[1:], strict=False):
         assert after in dag.get_task(before).downstream_task_ids, (before, after)
     assert dag.get_task("cutover").downstream_task_ids == {"final_report"}

@@ -11,52 +11,35 @@ acknowledged records. Acknowledged records survive any one broker failure with r
 factor >= 3, min.insync.replicas = 2 (below the replication factor) and unclean leader election
 off.
 
-One flow costs one metadata request to each cluster and one DescribeConfigs request to the
-target (every topic, plus one broker's defaults for topics not created yet), however many
-partitions there are.
+One flow costs one metadata request to each cluster and two DescribeConfigs requests to the
+target (every topic; one broker's defaults for topics not created yet), however many partitions
+there are. How a shortfall is told is durability_words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
-from mirrorflow.config.problems import error, note, unique, warning
+from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.kafka import admin_client
+from mirrorflow.ops.durability_words import (
+    REMOTE,
+    Replication,
+    WrittenTopic,
+    problem,
+    shortfalls,
+    unchecked_note,
+)
 from mirrorflow.policy import should_replicate_topic
 
-MIN_REPLICATION_FACTOR = 3
-MIN_INSYNC_REPLICAS = 2
 TIMEOUT_S = 30.0
-REMOTE = "remote topic"
-NAMES_SHOWN = 10  # remote topics named in one problem; the rest are counted
 # Topic configs that decide durability; config sync must leave them alone on remote topics.
 DURABILITY_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable")
-
-
-@dataclass(frozen=True)
-class WrittenTopic:
-    """A topic a flow writes on its target, and the MM2 key that sets its replication factor
-    when mirrorflow creates it (-1: the broker's default.replication.factor)."""
-
-    name: str
-    what: str
-    factor_key: str
-    factor: int
-
-
-@dataclass(frozen=True)
-class Replication:
-    """A topic's effective settings (or a missing topic's, as it would be created)."""
-
-    factor: int
-    min_insync: int
-    unclean: bool
 
 
 def written_topics(
@@ -114,65 +97,6 @@ def written_topics(
     return out
 
 
-def shortfalls(settings: Replication, *, brokers: int | None = None) -> list[str]:
-    """Why acknowledged writes to a topic with these settings could be lost (or stop), in words.
-    `brokers`: the cluster's broker count, for a topic still to be created."""
-    rf, isr = settings.factor, settings.min_insync
-    reasons = []
-    if brokers is not None and rf > brokers:
-        reasons.append(
-            f"replication factor {rf} needs {rf} brokers and there are {brokers}: creating it fails"
-        )
-    if rf < MIN_REPLICATION_FACTOR:
-        reasons.append(f"replication factor {rf} (fewer than {MIN_REPLICATION_FACTOR} copies)")
-    if isr < MIN_INSYNC_REPLICAS:
-        reasons.append(
-            f"min.insync.replicas {isr}: acks=all is then satisfied by the leader alone, and a leader "
-            "failover can lose acknowledged records"
-        )
-    if isr > rf:
-        reasons.append(f"min.insync.replicas {isr} > replication factor {rf}: every write is refused")
-    elif rf > 1 and isr == rf:
-        reasons.append(
-            f"min.insync.replicas {isr} = replication factor {rf}: writes stop while one of its brokers is down"
-        )
-    if settings.unclean:
-        reasons.append(
-            "unclean.leader.election.enable=true: an out-of-sync replica can become leader and drop "
-            "acknowledged records"
-        )
-    return reasons
-
-
-def _fix(topic: WrittenTopic, names: list[str], settings: Replication, *, exists: bool, brokers: int) -> str:
-    rf, isr = settings.factor, settings.min_insync
-    parts = []
-    if brokers < MIN_REPLICATION_FACTOR and (rf < MIN_REPLICATION_FACTOR or rf > brokers):
-        parts.append(f"give the cluster at least {MIN_REPLICATION_FACTOR} brokers (it has {brokers})")
-    if rf < MIN_REPLICATION_FACTOR:
-        if exists:
-            parts.append(
-                f"raise the replication factor to {MIN_REPLICATION_FACTOR} with kafka-reassign-partitions.sh"
-            )
-        else:
-            parts.append(f"set {topic.factor_key} = {MIN_REPLICATION_FACTOR} before mirrorflow creates it")
-    configs = []
-    # With replication factor 2 and min.insync.replicas 2, raising the factor is the fix.
-    if isr < MIN_INSYNC_REPLICAS or (isr >= rf and isr != MIN_INSYNC_REPLICAS):
-        configs.append(f"min.insync.replicas={MIN_INSYNC_REPLICAS}")
-    if settings.unclean:
-        configs.append("unclean.leader.election.enable=false")
-    if configs and exists:
-        others = " (and the same for the others)" if len(names) > 1 else ""
-        parts.append(
-            f"kafka-configs.sh --alter --entity-type topics --entity-name {names[0]} "
-            f"--add-config {','.join(configs)}{others}"
-        )
-    elif configs:
-        parts.append(f"set {', '.join(configs)} on the target's brokers (or on the topic once it exists)")
-    return "; ".join(parts)
-
-
 def _as_int(entries: dict, name: str, default: int) -> int:
     entry = entries.get(name)
     try:
@@ -191,27 +115,6 @@ def _not_authorized(exc: KafkaException) -> bool:
     return isinstance(cause, KafkaError) and cause.code() in (
         KafkaError.TOPIC_AUTHORIZATION_FAILED,
         KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    )
-
-
-def _unchecked_note(flow: FlowConfig, names: list[str], *, broker_defaults: bool) -> Problem:
-    """One note for every topic whose settings the principal may not read: no job needs
-    DescribeConfigs on them, so the least-privilege table does not grant it, and a principal
-    holding exactly that table is doing nothing wrong."""
-    shown = ", ".join(names[:NAMES_SHOWN]) + (
-        f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
-    )
-    grant = "DescribeConfigs on those topics" + (
-        " and on the cluster (for the broker defaults new topics get)" if broker_defaults else ""
-    )
-    return note(
-        f"{flow.target}: durability not checked",
-        f"the replication settings of {len(names)} topic(s) {flow.name} writes on {flow.target} were not "
-        f"checked ({shown}): the principal may not DescribeConfigs them, which no job needs, so the "
-        "least-privilege table does not grant it",
-        f"to have validate --connect check their replication factor, min.insync.replicas and unclean "
-        f"leader election, grant {grant} (kafka-acls.sh --add --operation DescribeConfigs ...), or check "
-        "them with kafka-configs.sh --describe",
     )
 
 
@@ -341,33 +244,15 @@ def check_flow_durability(
         if topic.what == REMOTE:
             remote.setdefault((exists, settings), []).append(topic.name)
         else:
-            problems.append(_problem(flow, topic, [topic.name], settings, exists, brokers))
+            problems.append(problem(flow, topic, [topic.name], settings, exists, brokers))
     for (exists, settings), names in remote.items():
         topic = WrittenTopic(names[0], REMOTE, "replication.factor", flow.replication_factor)
-        problems.append(_problem(flow, topic, names, settings, exists, brokers))
+        problems.append(problem(flow, topic, names, settings, exists, brokers))
     if unchecked:
-        problems.append(_unchecked_note(flow, unchecked, broker_defaults="" in refused))
+        problems.append(unchecked_note(flow, unchecked, broker_defaults="" in refused))
     if replicates:
         problems += config_sync_problems(flow)
     return problems
-
-
-def _problem(
-    flow: FlowConfig, topic: WrittenTopic, names: list[str], settings: Replication, exists: bool, brokers: int
-) -> Problem:
-    if len(names) == 1:
-        key, subject = f"{flow.target}:{names[0]}", f"{topic.what} {names[0]}"
-    else:
-        shown = ", ".join(names[:NAMES_SHOWN]) + (
-            f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
-        )
-        key, subject = f"{flow.target}: {len(names)} remote topics of {flow.name}", f"remote topics {shown}"
-    state = "" if exists else " (not created yet; as mirrorflow would create it)"
-    return warning(
-        key,
-        f"{subject} on {flow.target}{state}: {'; '.join(shortfalls(settings, brokers=None if exists else brokers))}",
-        _fix(topic, names, settings, exists=exists, brokers=brokers),
-    )
 
 
 def check_config_durability(config: MirrorConfig, *, timeout_s: float = TIMEOUT_S) -> list[Problem]:
