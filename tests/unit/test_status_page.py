@@ -362,6 +362,9 @@ def test_a_failed_last_run_is_red_beside_the_last_success_and_counted_in_metrics
     again = render_content(view(current, facts=never))
     assert badges(again)[0] == ("bad", "failed") and "no successful run yet" in again
     assert '<span class="badge state-running">running</span>' in again
+    retried = render(current, now_ms=T0, extra=[AirflowRunsCollector(current, never)]).decode()
+    assert 'mirrorflow_flow_last_run_failed{flow="A->B"} 1.0' in retried
+    assert f'mirrorflow_dag_last_run_state{{dag_id="{dag}",flow="A->B",state="running"}} 1.0' in retried
 
     text = render(current, now_ms=T0, extra=[AirflowRunsCollector(current, facts)]).decode()
     labels = f'dag_id="{dag}",flow="A->B"'

@@ -38,6 +38,7 @@ DEFAULT_USER = "admin"
 DEFAULT_HOME = ROOT / ".airflow"
 DEFAULT_PORT = 8080
 SPARK_LOCAL = json.dumps({"conn_type": "spark", "host": "local[2,3]"})
+API_GRACE_S = 10.0  # for the api-server to end once everything else has
 
 
 @dataclass
@@ -316,28 +317,26 @@ class AirflowServer:
         return {proc.pid}
 
     def stop(self, grace: float = 30) -> list[str]:
-        """Stop everything in two steps, then SIGKILL what is still there after `grace` seconds.
+        """Stop everything in two steps, each process signalled once, then SIGKILL what is still
+        there after `grace` seconds.
 
         First the scheduler, dag-processor, triggerer and every task they started get SIGTERM,
         while the api-server keeps answering: Airflow 3 asks a running task to stop through its
         operator's on_kill, and the task then reports its end through the api-server (a task
-        that cannot would retry for half a minute). Then the api-server. Returns the command lines
-        of the processes that had to be killed (none when everything stopped when asked)."""
+        that cannot would retry for half a minute). Once: a scheduler signalled again while it
+        waits for its executor's workers gives up waiting and hangs at exit. Then the api-server,
+        with a grace of its own. Returns the command lines of the processes that had to be
+        killed (none when everything stopped when asked)."""
         self._remember_descendants()
         api = self._api_server_tree()
+        others = tuple(c for c in COMPONENTS if c != "api-server")
         first = [proc for pid, proc in self._known.items() if pid not in api]
-        self._signal_groups(signal.SIGTERM, tuple(c for c in COMPONENTS if c != "api-server"))
-        for known in first:
-            with contextlib.suppress(psutil.Error):
-                known.terminate()
-        deadline = time.monotonic() + grace
-        _wait_gone(first, grace)
+        self._signal_groups(signal.SIGTERM, others)
+        self._terminate_outside_groups(first, others)
+        alive = _wait_gone(first, grace)
         self._signal_groups(signal.SIGTERM, ("api-server",))
-        for known in self._known.values():
-            if known.pid in api:
-                with contextlib.suppress(psutil.Error):
-                    known.terminate()
-        alive = _wait_gone(list(self._known.values()), max(1.0, deadline - time.monotonic()))
+        self._terminate_outside_groups([p for p in self._known.values() if p.pid in api], ("api-server",))
+        alive = [*alive, *_wait_gone([p for p in self._known.values() if p.pid in api], API_GRACE_S)]
         killed = []
         for leftover in alive:
             with contextlib.suppress(psutil.Error):
@@ -350,6 +349,15 @@ class AirflowServer:
         for proc in self.processes.values():
             proc.wait(timeout=10)
         return killed
+
+    def _terminate_outside_groups(self, procs: list[psutil.Process], components: tuple[str, ...]) -> None:
+        """SIGTERM those of `procs` the components' group signal did not reach: task runs, which
+        put themselves in process groups of their own."""
+        groups = {proc.pid for name, proc in self.processes.items() if name in components}
+        for known in procs:
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(known.pid) not in groups:
+                    known.terminate()
 
     def __enter__(self) -> AirflowServer:
         self.start()

@@ -84,8 +84,7 @@ class AirflowRunsCollector(Collector):
                 success.add_metric([dag, flow], good.at_ms / 1000)
         for flow_status in self.status.flows:
             dag = replicate_dag_id(str(flow_status.source), str(flow_status.target))
-            if dag in facts.last_run:
-                flow_failed.add_metric(
-                    [flow_status.flow], 1.0 if facts.last_run[dag].state == "failed" else 0.0
-                )
+            finished = facts.last_finished.get(dag)
+            if finished is not None:
+                flow_failed.add_metric([flow_status.flow], 1.0 if finished.state == "failed" else 0.0)
         yield from (state, failed, last, success, flow_failed)
