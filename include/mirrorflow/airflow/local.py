@@ -38,7 +38,7 @@ DEFAULT_USER = "admin"
 DEFAULT_HOME = ROOT / ".airflow"
 DEFAULT_PORT = 8080
 SPARK_LOCAL = json.dumps({"conn_type": "spark", "host": "local[2,3]"})
-API_GRACE_S = 10.0  # for the api-server to end once everything else has
+API_GRACE_S = 30.0  # for the api-server to end once everything else has (slow on a loaded machine)
 
 
 @dataclass
