@@ -145,14 +145,13 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
         )
         assert [f["flow"] for f in status["flows"]] == ["primary->backup"]
         # What a first look needs runs: the heartbeats reach both clusters, the flow replicates.
+        unpaused = "airflow-local: unpaused mirrorflow_heartbeats, mirrorflow__primary__backup__replicate"
         _wait(
             "the launcher unpaused the heartbeat and replication DAGs",
             180,
-            lambda: (
-                "airflow-local: unpaused mirrorflow_heartbeats, mirrorflow__primary__backup__replicate"
-                in out.read_text()
-            ),
+            lambda: unpaused in out.read_text() or launcher.poll() is not None,
         )
+        assert unpaused in out.read_text(), out.read_text()[-3000:]
         assert not any(
             server.api(f"/api/v2/dags/{dag}")["is_paused"]
             for dag in ("mirrorflow_heartbeats", "mirrorflow__primary__backup__replicate")

@@ -72,7 +72,7 @@ def test_a_dry_run_cut_over_walks_the_whole_path_and_moves_nothing(
     assert outcome.succeeded, outcome.log[-5000:]
     # The approver saw the verdict and each partition's copy, verification and translated offset.
     assert (
-        "Verification: **verified**: 200 record(s) of 2 partition(s) compared up to the migration's ends"
+        "**Verification**: **verified**: 200 record(s) of 2 partition(s) compared up to the migration's ends"
         in shown
     )
     assert f"| {group} | {topic} | 0 | 40 | 100 | 100 | 40 | exact |" in shown

@@ -96,14 +96,15 @@ def local_clusters(where: Path) -> Iterator[dict[str, str]]:
             kafka.stop()
 
 
-def first_dags(config_path: str) -> list[str]:
+def first_dags(config_path: str, env: dict[str, str]) -> list[str]:
     """The DAGs a first look needs running: the heartbeats (upstreams and their age on the status
-    page) and every flow's replication (its runs, lag and figures)."""
+    page) and every flow's replication (its runs, lag and figures). `env` is what the components
+    run with (the demo's config reads its clusters' addresses from it)."""
     from mirrorflow.airflow.maintenance import HEARTBEATS_DAG_ID
     from mirrorflow.airflow.replicate import replicate_dag_id
     from mirrorflow.config import load_config
 
-    config = load_config(config_path)
+    config = load_config(config_path, env={**os.environ, **env})
     dags = [HEARTBEATS_DAG_ID] if config.heartbeat_flows else []
     return dags + [replicate_dag_id(f.source, f.target) for f in config.replication_flows]
 
@@ -181,10 +182,11 @@ def main(argv: list[str] | None = None) -> int:
             # A spark_default the user exported (e.g. a bigger local[N,F] or a cluster) wins over local[2,3].
             extra.update({k: os.environ[k] for k in ("AIRFLOW_CONN_SPARK_DEFAULT",) if k in os.environ})
             server = AirflowServer(home, _pick_port(args.port), user=args.user, env=extra)
-            return serve(server, args.user, extra[CONFIG_ENV], unpausing=args.local_clusters)
+            return serve(server, args.user, extra, unpausing=args.local_clusters)
     except _Stop:
         return 0
-    except (ComponentExited, TimeoutError, RuntimeError) as err:
+    except (ComponentExited, TimeoutError, RuntimeError, ValueError, OSError) as err:
+        # Each said in words (a config that does not load, an API call refused), not as a traceback.
         print(f"airflow-local: {err}", file=sys.stderr)
         return 1
     finally:
@@ -192,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def serve(server: AirflowServer, user: str, config_path: str, *, unpausing: bool) -> int:
+def serve(server: AirflowServer, user: str, env: dict[str, str], *, unpausing: bool) -> int:
     """Run `server` until a component exits (1) or a signal stops it (0), then stop it."""
     home = server.home
     code = 0
@@ -208,7 +210,7 @@ def serve(server: AirflowServer, user: str, config_path: str, *, unpausing: bool
             "  Ctrl-C stops it.",
             flush=True,
         )
-        dags = first_dags(config_path)
+        dags = first_dags(env[CONFIG_ENV], env)
         if unpausing:
             unpause(server, dags)
             print(f"airflow-local: unpaused {', '.join(dags)}", flush=True)

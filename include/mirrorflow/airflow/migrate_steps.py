@@ -108,7 +108,7 @@ def gather_evidence(
                 dry_run=True,
                 require_enabled=False,
             )
-        rows = [row for row in moves.to_dict()["rows"]]
+        rows = moves.to_dict()["rows"]
     return evidence_document(
         plan=plan,
         report=report,
