@@ -40,12 +40,13 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from localkafka import Security
 from mirrorflow.airflow.local import AirflowHome, AirflowServer, free_port
 from mirrorflow.airflow.migrate_steps import STEPS
 from mirrorflow.airflow.settings import PROJECT_ROOT
 from mirrorflow.mm2.formats import Heartbeat
 
-from ..conftest import Cluster, empty_cluster
+from ..conftest import Cluster, cluster_pair
 from ..integration.kafkatools import create_topics, produce
 from ..integration.test_failover_helpers import commit_at, committed
 from .browser_ui import (
@@ -88,11 +89,11 @@ class Day:
 
 
 @pytest.fixture(scope="module")
-def day(worker_clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Day]:
-    with chromium() as browser:
-        primary, backup = worker_clusters.get("A", "B")
-        for cluster in (primary, backup):
-            empty_cluster(cluster.bootstrap)
+def day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Day]:
+    """Clusters of the module's own: other tests on this worker empty the shared ones between
+    the module's tests, and the day builds on what each test left."""
+    with chromium() as browser, cluster_pair(tmp_path_factory, Security()) as (a, b):
+        primary, backup = Cluster("A", a.bootstrap, a), Cluster("B", b.bootstrap, b)
         create_topics(primary.bootstrap, (ORDERS, 2), (BILLING, 1))
         produce(primary.bootstrap, ORDERS, [{"value": b"%d" % i, "partition": i % 2} for i in range(200)])
         produce(primary.bootstrap, BILLING, [{"value": b"b%d" % i} for i in range(50)])
@@ -132,9 +133,6 @@ def day(worker_clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
             page.close()
             shots.publish()
             killed = server.stop()
-            for cluster in (primary, backup):
-                if cluster.kafka is not None and all(node.running for node in cluster.kafka.nodes):
-                    empty_cluster(cluster.bootstrap)
         assert not server.pids(), "Airflow processes left running"
         assert not killed, f"processes that did not stop when asked: {killed}"
 
