@@ -91,7 +91,10 @@ def history_table(view: PageView, status: MirrorStatus) -> str:
                     + f'<div class="sub">{log_links(dag, run_id, tasks)}</div>'
                 )
             if migration:
-                figures = f"{number(entry.get('records') or 0)} record(s) copied; verification {entry.get('verdict') or 'not run'}; {entry.get('groups_moved', 0)} group(s) moved"
+                figures = (
+                    f"{number(entry.get('records') or 0)} record(s) copied; verification "
+                    f"{entry.get('verdict') or 'not run'}; {entry.get('groups_moved', 0)} group(s) moved"
+                )
                 if entry.get("groups_blocked"):
                     figures += f", {entry['groups_blocked']} blocked"
                 note = html.escape(entry.get("outcome") or "")
