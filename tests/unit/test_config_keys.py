@@ -53,6 +53,7 @@ def test_mirrorflow_keys_table() -> None:
         "mirrorflow.replicate.schedule",
         "mirrorflow.range.max.records",
         "mirrorflow.range.max.bytes",
+        "mirrorflow.replicate.max.bytes.per.second",
         "mirrorflow.delivery",
         "mirrorflow.provenance.headers.enabled",
         "mirrorflow.cluster.unreachable.timeout.ms",

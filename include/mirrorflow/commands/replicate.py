@@ -41,7 +41,6 @@ from mirrorflow.replicate.until import parse_until
 from mirrorflow.replicate.watch import Figures, ProgressWatcher, RunProgress, UnitKey
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
-STORE_AFTER_LOSS_S = 5.0
 TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
 
 _PLAN_ERRORS = (
@@ -294,10 +293,8 @@ def run_flow(
                     started_ms = int(time.time() * 1000)
                     results = copy_pass(job, pending, tracker.finished)
                     gone = next((r for r in results if r.unreachable), None)
-                    # A target the copy just found unreachable gets a short last chance.
-                    wait_s = STORE_AFTER_LOSS_S if gone and gone.unreachable == plan.target else 60.0
                     try:
-                        runner.store_report(clients, plan, results, started_ms, timeout_s=wait_s)
+                        runner.store_report(clients, plan, results, started_ms)
                     except runs.RunRecordNotStored as exc:
                         report = exc.report  # type: ignore[attr-defined]
                         failure = f"{report.failure_message()}\nThe run's report could not be stored: {exc}"

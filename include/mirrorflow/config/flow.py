@@ -121,6 +121,7 @@ class FlowConfig:
     replicate_schedule: str
     range_max_records: int
     range_max_bytes: int
+    replicate_max_bytes_per_second: int
     delivery: str
     provenance_headers_enabled: bool
     cluster_unreachable_timeout_ms: int

@@ -43,6 +43,8 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         source_admin=clients.source_admin,
         target_admin=clients.target_admin,
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
+        max_bytes_per_second=flow.replicate_max_bytes_per_second,
+        workers=max(1, len(plan.slices())),
     )
 
 
@@ -86,12 +88,20 @@ def lag_left(
     return lag
 
 
+STORE_AFTER_LOSS_S = 2.0
+"""How long a report waits for a target the copy just found unreachable: a short last chance, so
+the run ends within the unreachable limit and not a minute later."""
+
+
 def store_report(
-    clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int, *, timeout_s: float = 60.0
+    clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int, *, timeout_s: float | None = None
 ) -> RunReport:
     """Store the run's report, every partition of it (in chunks when large, written as it is
     encoded); raises runs.RunRecordNotStored (the report attached) when the target does not
     take it, so a caller can still show what each partition did."""
+    if timeout_s is None:
+        lost = any(r.unreachable == plan.target for r in results)
+        timeout_s = STORE_AFTER_LOSS_S if lost else 60.0
     report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000))
     try:
         runs.write_run_record(

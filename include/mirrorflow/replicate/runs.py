@@ -177,6 +177,7 @@ def write_run_record(
             "message.max.bytes": MAX_RECORD_BYTES,
         }
     )
+    deadline = time.monotonic() + timeout_s  # for the whole record, however many steps it takes
     # Metadata first: it brings up the broker connection, so the idempotent producer gets its
     # producer id at once instead of on librdkafka's 500 ms retry timer.
     with contextlib.suppress(KafkaException):
@@ -218,7 +219,7 @@ def write_run_record(
         ]
         send(sent, chunk_key, pending, last_headers)
         sent += 1
-    served(producer.flush, timeout_s)
+    served(producer.flush, max(0.0, deadline - time.monotonic()))
     if len(delivered) < sent:
         producer.purge()
         raise RunRecordNotStored(

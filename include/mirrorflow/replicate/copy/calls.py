@@ -123,7 +123,9 @@ def source_consumer_config(job: CopyJob) -> dict[str, Any]:
 
 
 def watches(job: CopyJob) -> tuple[ClusterWatch, ClusterWatch]:
-    """(source, target) watches of one attempt."""
+    """(source, target) watches of one worker: every copy thread and client of the worker tells
+    them what it sees, so once a cluster has been out of reach for its limit, every copy waiting
+    on it gives up at once instead of each waiting out the limit in turn."""
     return (
         ClusterWatch(
             job.source, str(job.source_consumer.get("bootstrap.servers", "")), job.unreachable_timeout_s

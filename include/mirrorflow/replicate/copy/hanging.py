@@ -23,9 +23,11 @@ mirrorflow never writes on top of one of its own:
   transaction.timeout.ms (the broker aborts live ones then) is hanging: the first record it holds
   says which partition's progress it is, hence which slot's writer (or older writer) wrote it, and
   that writer's id sweeps it.
+- A writer of an older kind still running is fenced, which aborts its transaction.
 - What no id of this flow can end (another producer's, or markers lost twice) stops the copy of
   the partitions concerned with one message naming them, where the open transaction starts and
-  the Kafka command that ends it.
+  the Kafka command that ends it: records written behind it would stay invisible to read_committed
+  readers anyway.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaException, Message, Produ
 
 from mirrorflow.kafka import ClusterWatch, KafkaCallError, consumer_offsets, reader
 from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
-from mirrorflow.policy.provenance import ProvenanceError, read_provenance
 from mirrorflow.replicate.copy.calls import flush_all, retrying
 from mirrorflow.replicate.copy.clients import stats
 from mirrorflow.replicate.copy.job import CopyError
@@ -148,23 +149,6 @@ def first_open_record(
     finally:
         with contextlib.suppress(KafkaException, RuntimeError):
             consumer.close()
-
-
-def copied_by_flow(message: Message, source: str, topic: str, partition: int) -> bool:
-    """Whether a record of a remote partition is this flow's copy of `topic`-`partition`, or
-    one of its sweep records (a record without provenance could be anyone's)."""
-    headers = message.headers() or []
-    if any(name == SWEEP_HEADER for name, _ in headers):
-        return True
-    try:
-        provenance = read_provenance(headers)
-    except ProvenanceError:
-        return False
-    return (
-        provenance is not None
-        and provenance.path[-1:] == (source,)
-        and (provenance.source_topic, provenance.source_partition) == (topic, partition)
-    )
 
 
 def progress_owner(message: Message, source: str) -> Where | None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying, watches
+from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
@@ -57,7 +57,11 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
     if not spans:
         return []
     copies = [PartitionCopy(job, span, UnitResult.for_span(span)) for span in spans]
-    _SlotCopy(job, copies, shared, shared.writer(slots.pop())).run()
+    slot = slots.pop()
+    try:
+        _SlotCopy(job, copies, shared, shared.writer(slot)).run()
+    finally:
+        shared.release(slot)
     return [c.result for c in copies]
 
 
@@ -70,7 +74,7 @@ class _SlotCopy:
         self.reader_ok = True
         self.alone: set[int] = set()
         self.started = {id(c): time.monotonic() for c in copies}
-        self.watches: tuple[ClusterWatch, ClusterWatch] = watches(job)
+        self.watches: tuple[ClusterWatch, ClusterWatch] = shared.watches
 
     def run(self) -> None:
         try:
@@ -116,7 +120,6 @@ class _SlotCopy:
     def _open(self, pending: list[PartitionCopy]) -> bool:
         """Open the slot's writer for `pending` and decide where each partition starts; whether
         the copy can go on to a transaction (False: a failure was handled, look again)."""
-        self.watches = watches(self.job)
         target_watch = self.watches[1]
         try:
             producer = self.writer.open(pending, target_watch)
@@ -186,11 +189,15 @@ class _SlotCopy:
         source_watch, target_watch = self.watches
         if any(c.pending for c in batch):
             if self.reader is None:
-                self.reader = SourceReader(self.shared.source_consumer(source_watch), source_watch)
+                self.reader = SourceReader(
+                    self.shared.source_consumer(source_watch), source_watch, self.shared.throttle
+                )
             self.reader.watch = self.reader.pooled.watch = source_watch
         large = any(c.pending > SMALL_SPAN for c in batch)
         try:
             with self.shared.large if large else contextlib.nullcontext():
+                if self.shared.unreachable is not None:
+                    return  # found while this one waited its turn: what is left fails at once
                 transact(self.job, batch, self.shared, self.writer, self.reader, self.watches)
         except Interleaved as exc:
             # Copied again with a report per record; the abort keeps the writer (it is not at fault).

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,9 +102,10 @@ def transact(
         if exactly_once:
             retrying(producer.abort_transaction, watch, "abort_transaction")
         return
-    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, watch)
-    _commit(job, staged, producer if exactly_once else writer.fence, writer, shared, watch)
-    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started)
+    commit = os.urandom(6).hex()
+    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
+    _commit(staged, producer if exactly_once else writer.fence, writer, shared, watch, commit)
+    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started, commit)
 
 
 def _staged(
@@ -174,7 +176,7 @@ def _check_landing(job: CopyJob, copy: PartitionCopy, writer: SlotWriter, downs:
 
 
 def _stage_progress(
-    job: CopyJob, staged: list[_Staged], producer: Producer | None, shared: SharedClients, watch: ClusterWatch
+    job: CopyJob, staged: list[_Staged], producer: Producer | None, shared: SharedClients, commit: str
 ) -> list[SyncRecords]:
     """Produce each partition's progress (and target-side offset-syncs) into the transaction;
     returns the offset-syncs as records, for the source side once it commits."""
@@ -196,10 +198,12 @@ def _stage_progress(
             shared.progress_partitions or 0,
             span.incarnation,
             COPY_SLOTS,
+            commit,
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
         records = [
-            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs
+            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers(copy.incarnation))
+            for s in syncs
         ]
         if job.offset_syncs_on_target and job.offset_syncs_topic:
             _produce_syncs(producer, job.offset_syncs_topic, records)
@@ -208,12 +212,12 @@ def _stage_progress(
 
 
 def _commit(
-    job: CopyJob,
     staged: list[_Staged],
     producer: Producer | None,
     writer: SlotWriter,
     shared: SharedClients,
     watch: ClusterWatch,
+    commit: str,
 ) -> None:
     assert producer is not None
     try:
@@ -226,7 +230,8 @@ def _commit(
         cause: BaseException = exc
     except ClusterUnreachable as exc:
         cause = exc
-    # The commit may have happened. Progress says: it holds every staged value, or none.
+    # The commit may have happened. Progress says: it holds this transaction's token (every
+    # staged record carries it) or not; a newer writer's progress may equal ours in all else.
     fenced = isinstance(cause, KafkaException) and is_fencing(cause, writer.fatal)
     keys = [(item.copy.span.topic, item.copy.span.partition) for item in staged]
     try:
@@ -237,8 +242,7 @@ def _commit(
             "the next run reads it from progress"
         ) from cause
     found = [shared.progress.get(*where) for where in keys]
-    wanted = [Stored(item.last, item.copy.span.incarnation, COPY_SLOTS) for item in staged]
-    if found == wanted:
+    if all(stored is not None and stored.commit == commit for stored in found):
         log.info(
             "the commit of %d partition(s) reported %s but happened (progress holds it)", len(staged), cause
         )
@@ -258,6 +262,7 @@ def _after_commit(
     writer: SlotWriter,
     source_watch: ClusterWatch,
     seconds: float,
+    commit: str,
 ) -> None:
     """Count what the transaction committed and send the source-side offset-syncs (flushed when
     the slot's copy ends, see schedule.py); never raises."""
@@ -271,7 +276,9 @@ def _after_commit(
         span = copy.span
         copy.position = item.last + 1
         copy.moves = False
-        writer.committed[(span.topic, span.partition)] = Stored(item.last, span.incarnation, COPY_SLOTS)
+        writer.committed[(span.topic, span.partition)] = Stored(
+            item.last, span.incarnation, COPY_SLOTS, commit
+        )
         result.progress = item.last
         result.copy_seconds = round(result.copy_seconds + seconds, 3)
         if index == 0:
@@ -291,7 +298,7 @@ def _after_commit(
         result.offset_syncs += len(records)
         if records and sync_producer is not None:
             try:
-                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records)
+                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records, _SyncErrors(result))
                 sync_producer.poll(0)
             except Exception as exc:  # the copy is committed; a sync that cannot be sent is counted
                 log.warning("offset-syncs of %s-%d not sent: %s", span.topic, span.partition, exc)
@@ -300,6 +307,27 @@ def _after_commit(
             result.offset_sync_errors += len(records)
 
 
-def _produce_syncs(producer: Producer, topic: str, records: SyncRecords) -> None:
+class _SyncErrors:
+    """Delivery callback of source-side offset-syncs: one the source refuses counts as an error of
+    its partition (it is delivered, or refused, when the worker flushes them: schedule.py)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result) -> None:
+        self.result = result
+
+    def __call__(self, error, _message) -> None:
+        if error is not None:
+            self.result.offset_sync_errors += 1
+
+
+def _produce_syncs(producer: Producer, topic: str, records: SyncRecords, on_delivery=None) -> None:
     for sync, headers in records:
-        producer.produce(topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0, headers=headers)
+        producer.produce(
+            topic,
+            key=sync.key_bytes(),
+            value=sync.value_bytes(),
+            partition=0,
+            headers=headers,
+            on_delivery=on_delivery,
+        )

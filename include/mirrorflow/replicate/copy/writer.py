@@ -276,31 +276,15 @@ class SlotWriter:
             stuck = hanging.await_closed(ends, stuck)
         refused: dict[Where, hanging.HangingTransaction] = {}
         if stuck:
-            ours: dict[Where, int] = {}
-            for where, offset in stuck.items():
-                record = hanging.first_open_record(job.target_consumer, where, offset)
-                copy = by_remote[where]
-                if record is not None and not hanging.copied_by_flow(
-                    record, job.source, copy.span.topic, copy.span.partition
-                ):
-                    # Another producer's (local clients of an identity-named topic): this flow's
-                    # commits never end it, so writing beside it is safe.
-                    log.warning(
-                        "%s-%d has a transaction of another producer open since offset %d",
-                        where[0],
-                        where[1],
-                        offset,
-                    )
-                    continue
-                ours[where] = offset
-            if ours:
-                error = hanging.unresolved(
-                    ours,
-                    str(job.target_producer.get("bootstrap.servers", "")),
-                    hanging.leaders(ends[0], ours),
-                    "this flow's writers left and cannot end (its abort markers were lost)",
-                )
-                refused = {where: error for where in ours}
+            # Whoever's it is, this flow cannot end it, and records written behind it stay
+            # invisible to read_committed readers until someone does.
+            error = hanging.unresolved(
+                stuck,
+                str(job.target_producer.get("bootstrap.servers", "")),
+                hanging.leaders(ends[0], stuck),
+                "no writer of this flow can end (another producer's, or its abort markers were lost)",
+            )
+            refused = {where: error for where in stuck}
         clear = [where for where in wanted if where not in refused]
         self._checked.update(clear)
         return refused

@@ -1,0 +1,143 @@
+"""Hanging transactions on the target: open in a partition, unknown to their coordinator, as a
+broker that dropped its abort markers after a crash leaves them (issue 21, defect 9).
+
+The state is built deterministically (tests/integration/wire.py): InitProducerId for a
+transactional.id, then a transactional batch of that producer id written straight into the
+partition, which Kafka before transactions v2 accepts when partition verification is off (as on
+brokers before 3.6). Kafka ends whatever a producer id has open in a partition with that id's
+next marker, so the copy's next commit there would make the forged records visible, as the
+rerun after a crash made the dead copy's records visible twice (tests/reliability/test_target_crash.py
+runs the crash itself).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from localkafka import runtime
+from localkafka.jmx import tools_jar
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey, encode_offset_value
+from mirrorflow.replicate import copy
+from mirrorflow.replicate.copy import copy_unit, transactional_id
+from mirrorflow.replicate.plan import PartitionSpan, writer_slot
+from mirrorflow.replicate.progress import read_progress
+
+from ..conftest import Cluster
+from ..integration.kafkatools import create_topics, produce, read_all
+from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
+from ..integration.wire import forge_hanging_transaction
+
+pytestmark = pytest.mark.local_kafka
+
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+TOTAL = 100
+
+
+@pytest.fixture
+def pair(local_kafka):
+    a = local_kafka()
+    b = local_kafka(overrides=UNVERIFIED)
+    src, dst = Cluster("A", a.bootstrap, a), Cluster("B", b.bootstrap, b)
+    create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
+    create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    produce(src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL)])
+    return src, dst
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def test_a_hanging_transaction_of_the_slot_in_a_remote_partition_is_ended_before_the_copy_writes(
+    pair,
+) -> None:
+    """The dead copy's records (here one forged record) stay invisible: without the sweep, the
+    copy's commit in A.orders-0 would commit them along with its own."""
+    src, dst = pair
+    forged = forge_hanging_transaction(
+        dst.bootstrap,
+        transactional_id("A", "B", "orders", 0),
+        "A.orders",
+        0,
+        [(b"k0", b"dead copy")],
+        now_ms(),
+    )
+    swept = copy.stats.transactions_swept
+
+    result = copy_unit(make_job(src, dst), PartitionSpan("orders", 0, "A.orders", 0, TOTAL))
+
+    assert result.ok, result.error
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
+    assert forged == 0 and copy.stats.transactions_swept > swept
+
+
+def test_a_hanging_transaction_of_another_slot_in_a_progress_partition_is_ended_by_that_slot(pair) -> None:
+    """A progress partition whose committed view cannot pass a dead transaction held every later
+    settle for good ("stayed behind an open transaction for 120s", run after run). Its first record
+    names the partition whose progress it is, hence the slot whose id ends it."""
+    src, dst = pair
+    other = next(p for p in range(1000) if writer_slot("elsewhere", p) != writer_slot("orders", 0))
+    home = SourceOffsetKey("A", "orders", 0).offsets_partition(25)
+    key = SourceOffsetKey("A", "elsewhere", other).key_bytes()
+    forge_hanging_transaction(
+        dst.bootstrap,
+        transactional_id("A", "B", "elsewhere", other),
+        PROGRESS,
+        home,
+        [(key, encode_offset_value(7))],
+        now_ms(),
+    )
+    # The settle waits for live transactions up to the writers' transaction.timeout.ms plus a
+    # margin; 10 s here keeps that wait short (the default is 60 s: the same path, a longer wait).
+    job = make_job(
+        src, dst, target_producer={"bootstrap.servers": dst.bootstrap, "transaction.timeout.ms": 10000}
+    )
+
+    result = copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, TOTAL))
+
+    assert result.ok, result.error
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert progress == {("orders", 0): TOTAL - 1}, "the dead progress record stayed invisible"
+
+
+def test_a_transaction_no_id_of_the_flow_can_end_stops_the_partition_with_kafkas_command(pair) -> None:
+    """Another producer's hanging transaction: the copy writes nothing behind it (it would stay
+    invisible to read_committed readers) and names the command that ends it; once an operator ran
+    that very command, the next copy is exact."""
+    src, dst = pair
+    offset = forge_hanging_transaction(
+        dst.bootstrap, "someone-else", "A.orders", 0, [(b"x", b"not ours")], now_ms()
+    )
+    job = make_job(src, dst)
+    span = PartitionSpan("orders", 0, "A.orders", 0, TOTAL)
+
+    result = copy_unit(job, span)
+
+    assert not result.ok and result.records == 0
+    command = f"abort --topic A.orders --partition 0 --start-offset {offset}"
+    assert command in result.error and "kafka-transactions.sh" in result.error, result.error
+    classpath = ":".join(str(p) for p in [*runtime.classpath(), tools_jar()])
+    abort = subprocess.run(
+        [
+            runtime.java_binary(),
+            "-cp",
+            classpath,
+            "org.apache.kafka.tools.TransactionsCommand",
+            "--bootstrap-server",
+            dst.bootstrap,
+            *command.split(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert abort.returncode == 0, abort.stdout + abort.stderr
+
+    again = copy_unit(job, span)
+
+    assert again.ok, again.error
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
