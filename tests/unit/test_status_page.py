@@ -446,3 +446,33 @@ def test_migrations_and_verifications_are_listed_with_their_verdicts_and_logs() 
     # Offsets not copied yet are work to do: never in red.
     assert "50 not copied yet" in table and 'class="fg-bad">50' not in table
     assert "200 record(s) copied; verification verified; 1 group(s) moved, 1 blocked" in table
+
+
+def test_the_flow_shows_its_configured_cap_and_the_rate_its_last_run_reached() -> None:
+    from mirrorflow.metrics import render
+
+    run = {**flow().last_run, "seconds": 4.0, "totals": {"records": 7, "bytes": 6 * 1024 * 1024}}
+    capped = flow(last_run=run, max_bytes_per_second=2 * 1024 * 1024)
+    page = render_content(view(status(capped)))
+    assert "<th>Byte rate</th>" in page
+    assert "1.5 MiB/s" in page and "cap 2.0 MiB/s" in page
+    text = render(status(capped), now_ms=T0).decode()
+    assert 'mirrorflow_flow_last_run_bytes_per_second{flow="A->B"} 1.572864e+06' in text
+    assert 'mirrorflow_flow_max_bytes_per_second{flow="A->B"} 2.097152e+06' in text
+    # No cap is 0, and a summary without the copy's time has no achieved rate to show.
+    uncapped = status(flow())
+    assert "no cap" in render_content(view(uncapped))
+    text = render(uncapped, now_ms=T0).decode()
+    assert 'mirrorflow_flow_max_bytes_per_second{flow="A->B"} 0.0' in text
+    assert "mirrorflow_flow_last_run_bytes_per_second{" not in text
+
+
+def test_the_status_read_takes_each_flows_cap_from_the_config() -> None:
+    from mirrorflow.control.mirror_client import flow_status
+
+    flows = config("A->B.mirrorflow.replicate.max.bytes.per.second = 1048576\n").flows
+    rows = {
+        f.name: flow_status(f, {f.target: "down"}, connection_extra=None, timeout_s=1, now_ms=T0)
+        for f in flows
+    }
+    assert rows["A->B"].max_bytes_per_second == 1048576 and rows["B->C"].max_bytes_per_second == 0

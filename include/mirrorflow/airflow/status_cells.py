@@ -47,6 +47,15 @@ def number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else html.escape(str(value))
 
 
+def byte_rate(value: float) -> str:
+    """Bytes per second in binary units, as the cap's key is usually written (1 MiB = 1048576)."""
+    for unit in ("B/s", "KiB/s", "MiB/s"):
+        if value < 1024:
+            return f"{value:,.1f} {unit}" if unit != "B/s" else f"{value:,.0f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB/s"
+
+
 def sparkline(points: Sequence[Point], what: str, width: int = 96, height: int = 22) -> str:
     """An inline SVG line of a history (oldest left), its range in the tooltip; empty below two
     points."""

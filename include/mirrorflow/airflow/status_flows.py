@@ -18,6 +18,7 @@ from mirrorflow.airflow.status_cells import (
     LEVEL_WORD,
     MUTED_DASH,
     badge,
+    byte_rate,
     count_cell,
     lag_cell,
     number,
@@ -43,6 +44,7 @@ from mirrorflow.config import MirrorConfig
 from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health, Thresholds, run_expected_s
 from mirrorflow.control.status_snapshots import LagHistory
+from mirrorflow.replicate.report import achieved_bytes_per_second
 from mirrorflow.replicate.until import utc_text
 
 
@@ -151,6 +153,16 @@ def last_copy_cell(view: PageView, flow: FlowStatus) -> str:
     return f"{number(copy['records'])} record(s) {time_html(copy['at_ms'], view.now_ms)}"
 
 
+def rate_cell(flow: FlowStatus) -> str:
+    """The byte rate the last run's copy reached, beside the flow's configured cap: a run held
+    near its cap for long is a sign the cap, not the link, sets how far behind the flow falls."""
+    achieved = achieved_bytes_per_second(flow.last_run or {})
+    cap = flow.max_bytes_per_second
+    shown = MUTED_DASH if achieved is None else byte_rate(achieved)
+    limit = f"cap {byte_rate(cap)}" if cap else "no cap"
+    return f'{shown}<div class="sub" title="mirrorflow.replicate.max.bytes.per.second">{limit}</div>'
+
+
 def flows_table(view: PageView, status: MirrorStatus) -> str:
     rows = []
     for flow in status.flows:
@@ -169,10 +181,10 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         cells.append(last_run_cell(view, flow))
         if flow.error and not flow.last_run and not flow.lag and not flow.last_verification:
             cells.append(f'<span class="fg-bad">{html.escape(flow.error)}</span>')
-            rows.append(table_row(cells + [""] * 6, flow))
+            rows.append(table_row(cells + [""] * 7, flow))
             continue
         if not flow.last_run:
-            rows.append(table_row(cells + ['<span class="muted">no mirrorflow run</span>'] + [""] * 6, flow))
+            rows.append(table_row(cells + ['<span class="muted">no mirrorflow run</span>'] + [""] * 7, flow))
             continue
         run, totals = flow.last_run, flow.last_run.get("totals", {})
         lag_left = (
@@ -195,6 +207,7 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         cells += [
             figures_cell(view, flow),
             number(totals.get("records", 0)),
+            rate_cell(flow),
             failed_cell,
             lag_cell(lag_left) if isinstance(lag_left, int) else html.escape(str(lag_left)),
             count_cell(run.get("lost_to_retention") or 0),
@@ -209,6 +222,7 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         "Last run",
         "Figures of",
         "Records",
+        "Byte rate",
         "Failed partitions",
         "Lag left",
         "Lost to retention",

@@ -278,6 +278,8 @@ class FlowStatus:
     flow: str
     source: str | None = None
     target: str | None = None
+    # The flow's cap in the config now (mirrorflow.replicate.max.bytes.per.second); 0: none.
+    max_bytes_per_second: int = 0
     last_run: dict[str, Any] | None = None
     last_run_ms: int | None = None  # when the summary was written
     # The newest verification's verdict and figures (verification_overview); its mismatches stay
@@ -507,7 +509,12 @@ def flow_status(
 ) -> FlowStatus:
     """One flow's last run, last verification and lag now; `down` names the clusters found not
     answering (alias -> why), which are not asked again. `as_of_ms` is set when all was read."""
-    row = FlowStatus(flow.name, source=flow.source, target=flow.target)
+    row = FlowStatus(
+        flow.name,
+        source=flow.source,
+        target=flow.target,
+        max_bytes_per_second=flow.replicate_max_bytes_per_second,
+    )
     if flow.target in down:
         row.error = f"target {flow.target} unreachable: {down[flow.target]}"
         return row
