@@ -3,7 +3,7 @@
 starts them) with the project's dags/ and plugins/ and two real Kafka clusters, and real Spark.
 
 One Airflow session serves the module, and its tests run in order on one xdist worker
-(`xdist_group`): each builds on what the ones before left (the status page at the end shows
+(tests/conftest.py, ONE_WORKER_MODULES): each builds on what the ones before left (the status page at the end shows
 the migrations and verifications of the whole day). What an operator does, and what each test
 holds the product to:
 
@@ -68,8 +68,6 @@ from .browser_ui import (
     wait_run,
     xcom,
 )
-
-pytestmark = pytest.mark.xdist_group("browser")
 
 DEMO_CONFIG = str(PROJECT_ROOT / "include" / "config" / "demo.properties")
 MIGRATE, FAILOVER = "mirrorflow_migrate", "mirrorflow_failover"
