@@ -35,6 +35,8 @@ def test_the_form_and_the_steps_after_the_copy(monkeypatch, tmp_path) -> None:
     assert dag.get_task("cutover").downstream_task_ids == {"final_report"}
     assert dag.get_task("check").downstream_task_ids == {"plan", "final_report"}
     assert dag.get_task("final_report").trigger_rule == "all_done"
+    # A form mistake fails once, at once: not retried as the DAG's other steps are (3 times, 30 s apart).
+    assert dag.get_task("check").retries == 0
     for optional_after in ("preview", "approve", "cutover"):
         assert dag.get_task(optional_after).trigger_rule == "none_failed"
     assert dag.get_task("verify").application.endswith("spark_apps/mirrorflow_verify.py")
