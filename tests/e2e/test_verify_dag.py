@@ -53,7 +53,11 @@ def test_the_form_checks_name_each_field() -> None:
     )
     assert sample_fraction("") is None and sample_fraction("0.5") == 0.5
     problems = verify_form_problems({"topics": "orders(", "until": "yesterday", "sample": 2})
-    assert [p.split(":")[0] for p in problems] == ["Topics (regex, full match)", "Verify up to", "Sample (fraction)"]
+    assert [p.split(":")[0] for p in problems] == [
+        "Topics (regex, full match)",
+        "Verify up to",
+        "Sample (fraction)",
+    ]
 
 
 def _summary(backup, run_id: str) -> dict:
