@@ -17,6 +17,9 @@ from mirrorflow.airflow.forms import (
     verify_form,
     verify_form_problems,
 )
+from mirrorflow.config import load_config
+from mirrorflow.policy.rules import should_replicate_topic
+from mirrorflow.replicate.planner import with_topics
 from mirrorflow.replicate.until import UntilError, parse_until, utc_text
 
 CLUSTERS = ["primary", "backup"]
@@ -102,3 +105,16 @@ def test_the_verify_form_reads_its_sample_and_time() -> None:
     assert verify_form_problems({"topics": ".*", "until": "now", "sample": None}) == []
     problems = verify_form_problems({"topics": "orders(", "until": "1795680000", "sample": 2})
     assert [p.split(":")[0] for p in problems] == [TOPICS, "Verify up to", "Sample (fraction)"]
+
+
+def test_a_migrations_topic_choice_is_all_it_copies() -> None:
+    """Issue 23: a migration of `orders` also copied the heartbeats topic, which MM2 adds to every
+    flow's topics; a regex that names it still gets it."""
+    flow = load_config(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+    ).flow("A", "B")
+    names = ("orders", "orders-eu", "heartbeats", "billing")
+    assert should_replicate_topic(flow, "heartbeats")
+    assert [t for t in names if should_replicate_topic(with_topics(flow, "orders"), t)] == ["orders"]
+    chosen = with_topics(flow, "orders|heartbeats")
+    assert [t for t in names if should_replicate_topic(chosen, t)] == ["orders", "heartbeats"]
