@@ -13,7 +13,7 @@ from mirrorflow.airflow.operators import DRIVER_JAVA_OPTIONS, DRIVER_LOG4J2, dri
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.report import RunReport, xcom_summary
-from mirrorflow.replicate.tables import TABLE_ROWS, run_table_lines
+from mirrorflow.replicate.tables import TABLE_ROWS, plan_lines, run_table_lines
 from mirrorflow.replicate.watch import (
     INTERVAL_ENV,
     LOG_TOPICS,
@@ -279,3 +279,24 @@ def test_a_stack_trace_keeps_the_level_of_the_line_it_follows() -> None:
     assert [level for level, _ in said] == ["error", "error", "error", "info", "info"]
     assert list(log.errors)[0].endswith("Exception in task 0.0") and len(log.errors) == 3
     assert logging.ERROR > logging.INFO
+
+
+def test_the_plan_task_logs_a_table_and_its_totals_and_a_topic_name_is_text() -> None:
+    overview = {
+        "flow": "A->B",
+        "mode": "migrate",
+        "run_id": "r1",
+        "topics": {"[bold]orders": {"partitions": 2, "pending": 12_000, "ranges": 3, "lost": 0}},
+        "topics_count": 1,
+        "partitions": 2,
+        "pending": 12_000,
+        "ranges": 3,
+        "units": 2,
+    }
+    lines = plan_lines(overview)
+    (row,) = [line for line in lines if line.startswith("│ [bold]orders")]
+    assert re.findall(r"[\d,]+", row) == ["2", "12,000", "3", "0"], row
+    assert (
+        lines[-1]
+        == "plan: 1 topic(s), 2 partition(s), 12,000 offset(s) pending in 3 range(s) over 2 partition(s) to copy"
+    )

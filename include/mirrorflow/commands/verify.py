@@ -35,6 +35,7 @@ from mirrorflow.ops.acls import MissingAcl
 from mirrorflow.ops.verification import service as verify_service
 from mirrorflow.ops.verification.plan import VerifyError
 from mirrorflow.ops.verification.report import VerificationFailed, mismatch_line
+from mirrorflow.replicate.tables import topic_figures_table
 
 INCOMPLETE_EXIT = 3
 MISMATCH_LINES = 20
@@ -49,20 +50,22 @@ def _sample(_ctx: click.Context, _param: click.Parameter, value: float | None) -
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"verification {summary['run_id']} of {summary['flow']}")
-    for name in ("topic", "partitions", "compared", "matched", "wrong", "explained", "not copied yet"):
-        table.add_column(name, justify="left" if name == "topic" else "right")
-    for topic, row in summary["topics"].items():
-        table.add_row(
-            escape(topic),
-            f"{row['partitions']:,}",
-            f"{row['compared']:,}",
-            f"{row['matched']:,}",
-            f"[red]{row['wrong']:,}[/red]" if row["wrong"] else "0",
-            f"{row['explained']:,}",
-            f"{row['pending']:,}",
-        )
-    return table
+    return topic_figures_table(
+        f"verification {summary['run_id']} of {summary['flow']}",
+        ("topic", "partitions", "compared", "matched", "wrong", "explained", "not copied yet"),
+        (
+            (
+                topic,
+                row["partitions"],
+                row["compared"],
+                row["matched"],
+                f"[red]{row['wrong']:,}[/red]" if row["wrong"] else 0,
+                row["explained"],
+                row["pending"],
+            )
+            for topic, row in summary["topics"].items()
+        ),
+    )
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ columns as rich does for output that is not a terminal.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -99,20 +99,29 @@ def run_table_lines(plan: Plan, summary: Mapping[str, Any]) -> list[str]:
     return [*lines, totals_line(plan, summary)]
 
 
+def topic_figures_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A row per topic: the topic's name first, left and taken as text (a topic may be named
+    like rich markup), then its figures, right; a number is written with thousands separators,
+    a string (already marked up) as it is."""
+    table = Table(title=title)
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="right" if index else "left")
+    for topic, *figures in rows:
+        table.add_row(escape(topic), *(f"{f:,}" if isinstance(f, int) else f for f in figures))
+    return table
+
+
 def plan_lines(overview: Mapping[str, Any]) -> list[str]:
     """A plan as its task logs it (service.plan_overview): a row per topic, the most lost and
     pending first (at most service.TOPIC_ROWS), and one line of totals."""
-    table = Table(title=f"{overview['flow']} {overview['mode']} plan {overview['run_id']}")
-    for column in ("source topic", "partitions", "pending", "ranges", "lost to retention"):
-        table.add_column(column, justify="left" if column == "source topic" else "right")
-    for topic, row in overview["topics"].items():
-        table.add_row(
-            escape(topic),
-            f"{row['partitions']:,}",
-            f"{row['pending']:,}",
-            f"{row['ranges']:,}",
-            f"{row['lost']:,}",
-        )
+    table = topic_figures_table(
+        f"{overview['flow']} {overview['mode']} plan {overview['run_id']}",
+        ("source topic", "partitions", "pending", "ranges", "lost to retention"),
+        (
+            (topic, row["partitions"], row["pending"], row["ranges"], row["lost"])
+            for topic, row in overview["topics"].items()
+        ),
+    )
     more = overview["topics_count"] - len(overview["topics"])
     return [
         *(plain_lines(table) if overview["topics"] else []),

@@ -292,18 +292,16 @@ def verdict_problem(summary: Mapping[str, Any]) -> str | None:
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
     """The summary as a task log shows it: a row per topic (the worst first), then the verdict
     and the totals in one line."""
-    from rich.table import Table
+    from mirrorflow.replicate.tables import plain_lines, topic_figures_table
 
-    from mirrorflow.replicate.tables import plain_lines
-
-    table = Table(title=f"verification {summary['run_id']} of {summary['flow']}")
-    for column in ("source topic", "partitions", "compared", "matched", "wrong", "explained", "not copied"):
-        table.add_column(column, justify="left" if column == "source topic" else "right")
-    for topic, row in summary["topics"].items():
-        table.add_row(
-            topic,
-            *(f"{row[k]:,}" for k in ("partitions", "compared", "matched", "wrong", "explained", "pending")),
-        )
+    table = topic_figures_table(
+        f"verification {summary['run_id']} of {summary['flow']}",
+        ("source topic", "partitions", "compared", "matched", "wrong", "explained", "not copied"),
+        (
+            (topic, *(row[k] for k in ("partitions", "compared", "matched", "wrong", "explained", "pending")))
+            for topic, row in summary["topics"].items()
+        ),
+    )
     totals = summary["totals"]
     shown = len(summary["topics"])
     more = summary["topic_count"] - shown
