@@ -39,9 +39,10 @@ $(STAMP): requirements.txt pyproject.toml
 demo: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m mirrorflow.demo
 
-# Airflow 3 on 127.0.0.1 with mirrorflow's DAGs and status plugin (docs/airflow/index.md).
+# Airflow 3 on 127.0.0.1 with mirrorflow's DAGs and status plugin (docs/airflow/index.md): on
+# MIRRORFLOW_CONFIG when it is set, else on two local Kafka clusters it starts (--local-clusters).
 airflow: setup
-	scripts/airflow-local
+	scripts/airflow-local $(if $(MIRRORFLOW_CONFIG),,--local-clusters)
 
 test: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2

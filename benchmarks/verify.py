@@ -65,8 +65,12 @@ from localkafka import QUICK_CLUSTER, LocalKafka, kafka_version
 from mirrorflow.clients import FlowClients
 from mirrorflow.commands.replicate import run_flow
 from mirrorflow.config import load_config
-from mirrorflow.ops import verify, verify_service
-from mirrorflow.ops.verify_compare import PartitionReader, compare_partition
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.compare import compare_partition
+from mirrorflow.ops.verification.plan import PLAN_KIND, VerifyPlan, plan_verify
+from mirrorflow.ops.verification.reader import PartitionReader
+from mirrorflow.ops.verification.report import REPORT_KIND
+from mirrorflow.ops.verification.run import compare_job_for
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy import CONSUMER_DEFAULTS
 from mirrorflow.replicate.report import RunReport
@@ -331,13 +335,9 @@ def verification(
         raise SystemExit(f"the sampled verification did not pass: {summary}")
     flow = load_config(str(config_path)).flow(*aliases)
     clients = FlowClients.resolve(flow)
-    plan_body = runs.wait_for_run_records(
-        clients.target_consumer, flow.name, run_id, verify.PLAN_KIND, start=0
-    )
-    report_body = runs.wait_for_run_records(
-        clients.target_consumer, flow.name, run_id, verify.REPORT_KIND, start=0
-    )
-    plan = verify.VerifyPlan.from_json(json.dumps(plan_body[-1]))
+    plan_body = runs.wait_for_run_records(clients.target_consumer, flow.name, run_id, PLAN_KIND, start=0)
+    report_body = runs.wait_for_run_records(clients.target_consumer, flow.name, run_id, REPORT_KIND, start=0)
+    plan = VerifyPlan.from_json(json.dumps(plan_body[-1]))
     seconds = {(c["topic"], c["partition"]): float(c["seconds"]) for c in report_body[-1]["checks"]}
     whole.steady = busiest(plan.slices(), seconds)
     return whole, totals["matched"]
@@ -347,8 +347,8 @@ def profile_one_partition(config_path: Path, aliases: tuple[str, str]) -> str:
     """cProfile of compare_partition over the largest partition of a copied flow."""
     flow = load_config(str(config_path)).flow(*aliases)
     clients = FlowClients.resolve(flow)
-    plan = verify.plan_verify(flow, clients, run_id="profile")
-    job = verify.compare_job_for(flow, clients, plan)
+    plan = plan_verify(flow, clients, run_id="profile")
+    job = compare_job_for(flow, clients, plan)
     span = max(plan.spans, key=lambda s: s.offsets)
     source = PartitionReader(job.source_consumer, "source", f"mirrorflow-{job.source}->{job.target}")
     target = PartitionReader(job.target_consumer, "target", "mirrorflow-reader")

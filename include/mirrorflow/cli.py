@@ -83,13 +83,16 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
                 f"--connect: checked the clusters, filters and written topics of {len(config.flows)} flow(s)"
             )
     errors = sum(p.is_error for p in problems)
+    warnings = sum(p.is_warning for p in problems)
+    notes = len(problems) - errors - warnings
     if output == "json":
         body = {
             "command": "validate",
             "ok": not errors,
             "config": str(config_file),
             "errors": errors,
-            "warnings": len(problems) - errors,
+            "warnings": warnings,
+            "notes": notes,
             "connected": connect and bool(connected) and not connected.startswith("--connect skipped"),
             "clusters": [v.as_json() for v in versions],
             "problems": [
@@ -108,9 +111,9 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
         console.print(_versions_table(versions))
     if connected:
         console.print(connected)
-    warnings = len(problems) - errors
     style = "bold red" if errors else "bold green"
-    console.print(f"[{style}]{config_file}: {errors} error(s), {warnings} warning(s)[/{style}]")
+    told = f"{errors} error(s), {warnings} warning(s)" + (f", {notes} note(s)" if notes else "")
+    console.print(f"[{style}]{config_file}: {told}[/{style}]")
     sys.exit(1 if errors else 0)
 
 
@@ -119,7 +122,7 @@ def _problems_table(problems: list[Problem]) -> Table:
     for column in ("key", "severity", "problem", "fix"):
         table.add_column(column, overflow="fold")
     for problem in sorted(problems, key=lambda p: (not p.is_error, p.key)):
-        color = "red" if problem.is_error else "yellow"
+        color = "red" if problem.is_error else "yellow" if problem.is_warning else "blue"
         # A key or value read from the file may hold "[...]", which rich would take as markup.
         table.add_row(
             escape(problem.key),

@@ -15,16 +15,18 @@ partitions keep firing instead of going quiet for want of series.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.ops.verification.report import PASSING
+from mirrorflow.replicate.report import achieved_bytes_per_second
 
-# ops.verify's verdicts, the passing ones first.
-VERDICTS_OK = ("verified", "sample passed")
+# ops.verification's verdicts, the passing ones first.
+VERDICTS_OK = PASSING
 VERDICTS = (*VERDICTS_OK, "incomplete", "failed")
 
 
@@ -84,6 +86,16 @@ class StatusCollector(Collector):
         copied = GaugeMetricFamily(
             "mirrorflow_flow_last_run_bytes", "Bytes copied by the last run", labels=labels
         )
+        rate = GaugeMetricFamily(
+            "mirrorflow_flow_last_run_bytes_per_second",
+            "Byte rate the last run's copy reached: its bytes over the copy's seconds",
+            labels=labels,
+        )
+        cap = GaugeMetricFamily(
+            "mirrorflow_flow_max_bytes_per_second",
+            "The flow's configured byte-rate cap (mirrorflow.replicate.max.bytes.per.second); 0: none",
+            labels=labels,
+        )
         failed = GaugeMetricFamily(
             "mirrorflow_flow_last_run_failed_partitions",
             "Partitions the last run failed to copy",
@@ -118,6 +130,7 @@ class StatusCollector(Collector):
             labels=labels,
         )
         for flow in status.flows:
+            cap.add_metric([flow.flow], float(flow.max_bytes_per_second))
             stale.add_metric([flow.flow], 1.0 if flow.stale or flow.error else 0.0)
             if flow.as_of_ms is not None:
                 data_age.add_metric([flow.flow], _seconds(self.now_ms - flow.as_of_ms))
@@ -129,12 +142,15 @@ class StatusCollector(Collector):
             last.add_metric([flow.flow], flow.last_run_ms / 1000)
             records.add_metric([flow.flow], float(totals.get("records", 0)))
             copied.add_metric([flow.flow], float(totals.get("bytes", 0)))
+            achieved = achieved_bytes_per_second(flow.last_run)
+            if achieved is not None:
+                rate.add_metric([flow.flow], achieved)
             failed.add_metric([flow.flow], float(totals.get("failed_partitions", 0)))
             for topic, left in sorted(flow.last_run.get("lag_left", {}).items()):
                 lag.add_metric([flow.flow, topic], float(left))
             for topic, row in sorted(flow.last_run.get("topics", {}).items()):
                 lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
-        yield from (stale, data_age, last, records, copied, failed, lag, lost, progress_lag)
+        yield from (stale, data_age, cap, last, records, copied, rate, failed, lag, lost, progress_lag)
         yield from verification_metrics(status.flows)
 
 
@@ -211,9 +227,14 @@ def _seconds(ms: int) -> float:
     return round(max(0, ms) / 1000, 3)
 
 
-def render(status: MirrorStatus | None, *, now_ms: int | None = None) -> bytes:
-    """The Prometheus text of a status snapshot (None: the first one is still being read)."""
+def render(
+    status: MirrorStatus | None, *, now_ms: int | None = None, extra: Iterable[Collector] = ()
+) -> bytes:
+    """The Prometheus text of a status snapshot (None: the first one is still being read), and
+    of the `extra` collectors (the status app's series of Airflow's DAG runs)."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StatusCollector(status, now_ms))
+    for collector in extra:
+        registry.register(collector)
     return generate_latest(registry)

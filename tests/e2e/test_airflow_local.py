@@ -1,7 +1,9 @@
-"""`scripts/airflow-local` run exactly as docs/airflow/index.md ("Locally with Airflow") says: from the
-repository, MIRRORFLOW_CONFIG relative to it, the demo config's cluster addresses, a chosen port
-and Airflow home. Airflow must come up healthy with mirrorflow's DAGs and the status plugin's
-menu item and routes, and Ctrl-C must stop every process it started."""
+"""`make airflow` run as docs/airflow/index.md ("Locally with Airflow") says, for a first-time user: without
+MIRRORFLOW_CONFIG it runs `scripts/airflow-local --local-clusters`, which starts two real Kafka
+clusters and Airflow on the demo's config, with a chosen port and Airflow home. Airflow must come
+up healthy with mirrorflow's DAGs and the status plugin's menu item and routes, the heartbeat and
+replication DAGs unpaused and the heartbeats flowing; and Ctrl-C must stop every process it
+started, the hour-long heartbeat task included, each when asked (none killed)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from urllib.parse import quote
 
 import psutil
 import pytest
@@ -21,7 +24,12 @@ from mirrorflow.airflow.local import AirflowHome, AirflowServer, free_port, port
 from mirrorflow.airflow.settings import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "airflow-local"
-DAGS = {"mirrorflow_migrate", "mirrorflow_failover", "mirrorflow__primary__backup__replicate"}
+DAGS = {
+    "mirrorflow_migrate",
+    "mirrorflow_failover",
+    "mirrorflow__primary__backup__replicate",
+    "mirrorflow_heartbeats",
+}
 
 
 def _documented_env(**extra: str) -> dict[str, str]:
@@ -39,7 +47,7 @@ def test_without_a_config_it_names_the_variable_to_set(tmp_path) -> None:
         timeout=60,
     )
     assert proc.returncode == 1
-    assert "MIRRORFLOW_CONFIG is not set" in proc.stderr
+    assert "MIRRORFLOW_CONFIG is not set" in proc.stderr and "--local-clusters" in proc.stderr
     assert "include/config/demo.properties" in proc.stderr and "MIRRORFLOW_DEMO_PRIMARY" in proc.stderr
     assert not (tmp_path / "home").exists()  # nothing started, nothing written
 
@@ -57,21 +65,31 @@ def _dag_ids(server: AirflowServer) -> set[str]:
     return {d["dag_id"] for d in server.api("/api/v2/dags?limit=100")["dags"]}
 
 
-def test_the_script_runs_airflow_with_the_dags_and_the_status_menu(kafka_clusters, tmp_path) -> None:
-    primary, backup = kafka_clusters(2)
+def test_make_airflow_starts_its_clusters_without_a_config_and_the_config_otherwise() -> None:
+    recipe = {k: v for k, v in _documented_env().items() if k != "MAKEFLAGS"}
+    dry = subprocess.run(
+        ["make", "-n", "airflow"], cwd=PROJECT_ROOT, env=recipe, capture_output=True, text=True, timeout=60
+    )
+    assert "scripts/airflow-local --local-clusters" in dry.stdout, dry.stdout + dry.stderr
+    own = {**recipe, "MIRRORFLOW_CONFIG": "include/config/demo.properties"}
+    dry = subprocess.run(
+        ["make", "-n", "airflow"], cwd=PROJECT_ROOT, env=own, capture_output=True, text=True, timeout=60
+    )
+    assert "scripts/airflow-local " in dry.stdout and "--local-clusters" not in dry.stdout
+
+
+def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_asked(tmp_path) -> None:
     port = free_port()
     home = tmp_path / "airflow"
-    env = _documented_env(
-        MIRRORFLOW_CONFIG="include/config/demo.properties",
-        MIRRORFLOW_DEMO_PRIMARY=primary.bootstrap,
-        MIRRORFLOW_DEMO_BACKUP=backup.bootstrap,
-        MIRRORFLOW_AIRFLOW_HOME=str(home),
-        MIRRORFLOW_AIRFLOW_PORT=str(port),
-    )
+    env = _documented_env(MIRRORFLOW_AIRFLOW_HOME=str(home), MIRRORFLOW_AIRFLOW_PORT=str(port))
     out = tmp_path / "airflow-local.out"
     with out.open("wb") as sink:
         launcher = subprocess.Popen(
-            [str(SCRIPT)], cwd=PROJECT_ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT
+            [str(SCRIPT), "--local-clusters"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
         )
     # The same server seen from outside: its home (password file) and port; only the API is used.
     server = AirflowServer(AirflowHome(home), port)
@@ -126,6 +144,31 @@ def test_the_script_runs_airflow_with_the_dags_and_the_status_menu(kafka_cluster
             ),
         )
         assert [f["flow"] for f in status["flows"]] == ["primary->backup"]
+        # What a first look needs runs: the heartbeats reach both clusters, the flow replicates.
+        unpaused = "airflow-local: unpaused mirrorflow_heartbeats, mirrorflow__primary__backup__replicate"
+        _wait(
+            "the launcher unpaused the heartbeat and replication DAGs",
+            180,
+            lambda: unpaused in out.read_text() or launcher.poll() is not None,
+        )
+        assert unpaused in out.read_text(), out.read_text()[-3000:]
+        assert not any(
+            server.api(f"/api/v2/dags/{dag}")["is_paused"]
+            for dag in ("mirrorflow_heartbeats", "mirrorflow__primary__backup__replicate")
+        )
+        _wait(
+            "heartbeats were written into backup",
+            180,
+            lambda: (
+                "primary->backup"
+                in next(c for c in server.api("/mirrorflow/status")["clusters"] if c["alias"] == "backup")[
+                    "heartbeat_jobs"
+                ]
+            ),
+        )
+        (beating,) = server.api("/api/v2/dags/mirrorflow_heartbeats/dagRuns")["dag_runs"]
+        emit = f"/api/v2/dags/mirrorflow_heartbeats/dagRuns/{quote(beating['dag_run_id'], safe='')}/taskInstances/emit"
+        assert server.api(emit)["state"] == "running"  # an hour-long window, under way
 
         # What the scheduler, and so every task it starts, runs with.
         remember()
@@ -140,6 +183,9 @@ def test_the_script_runs_airflow_with_the_dags_and_the_status_menu(kafka_cluster
         assert task_env["AIRFLOW__CORE__PLUGINS_FOLDER"] == str(PROJECT_ROOT / "plugins")
         assert task_env["AIRFLOW__CORE__DAGS_FOLDER"] == str(PROJECT_ROOT / "dags")
         assert task_env["MIRRORFLOW_CONFIG"] == str(PROJECT_ROOT / "include" / "config" / "demo.properties")
+        assert {task_env["MIRRORFLOW_DEMO_PRIMARY"], task_env["MIRRORFLOW_DEMO_BACKUP"]} <= set(
+            out.read_text().replace(",", " ").split()
+        )
         venv_bin = str(PROJECT_ROOT / ".venv" / "bin")
         assert task_env["PATH"].split(os.pathsep)[0] == venv_bin
         assert task_env["PYSPARK_PYTHON"].startswith(venv_bin)
@@ -154,7 +200,12 @@ def test_the_script_runs_airflow_with_the_dags_and_the_status_menu(kafka_cluster
             for proc in left:
                 proc.kill()
     assert code == 0, out.read_text()[-3000:]
-    assert "airflow-local: stopped" in out.read_text()
+    told = out.read_text()
+    # Every task stopped when asked (the heartbeats' window ended early), nothing was killed.
+    assert "airflow-local: stopped in" in told and "were killed" not in told, told[-3000:]
+    heartbeats = server.logs / "dag_id=mirrorflow_heartbeats"
+    (emitted,) = heartbeats.glob("run_id=*/task_id=emit/attempt=1.log")
+    assert "heartbeats stopped early" in emitted.read_text()
     assert len(seen) >= 5  # the launcher, the four components and what they started
     assert not left, [p.cmdline() for p in left]
     assert port_is_free(port)

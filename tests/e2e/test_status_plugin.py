@@ -12,7 +12,7 @@ import textwrap
 
 from mirrorflow.airflow.local import AIRFLOW
 from mirrorflow.airflow.settings import PROJECT_ROOT
-from mirrorflow.airflow.status_page import paused_text, upstream_heartbeat_dags
+from mirrorflow.airflow.status_links import paused_text, upstream_heartbeat_dags
 from mirrorflow.config import load_config
 
 PROBE = textwrap.dedent(

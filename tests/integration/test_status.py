@@ -10,7 +10,8 @@ import time
 
 from click.testing import CliRunner
 
-from mirrorflow.airflow.status_page import PageView, render_content
+from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_page import render_content
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.heartbeats import emit_heartbeats
@@ -79,9 +80,25 @@ def test_chain_status(kafka_clusters, tmp_path) -> None:
     assert runs["B->C"].last_run["run_id"] == "run-bc"
     assert runs["B->C"].last_run_ms is not None
 
-    # A later run's summary replaces the earlier one.
+    # A later run's summary replaces the earlier one. It copied nothing (issue 23: after an idle
+    # run every figure is 0), so the last run that copied records is kept beside its figures, and
+    # carried forward by the next idle run.
     replicate_once(config, "A", "B", "run-ab-2")
-    assert mirror_status(config, clusters=["B"]).flow("A->B").last_run["run_id"] == "run-ab-2"
+    later = mirror_status(config, clusters=["B"]).flow("A->B")
+    assert later.last_run["run_id"] == "run-ab-2" and later.last_run["totals"]["records"] == 0
+    copied = first["totals"]["records"]
+    assert (later.last_run["last_copy"]["run_id"], later.last_run["last_copy"]["records"]) == (
+        "run-ab",
+        copied,
+    )
+    replicate_once(config, "A", "B", "run-ab-3")
+    status = mirror_status(config, clusters=["B"])
+    latest = status.flow("A->B").last_run
+    assert (latest["run_id"], latest["last_copy"]["run_id"]) == ("run-ab-3", "run-ab")
+    page = render_content(
+        PageView(status, {"refresh_interval_s": 15.0}, [], status.generated_ms, config=config)
+    )
+    assert f"{copied:,} record(s) <time" in page
 
     path = tmp_path / "mm2.properties"
     path.write_text(mm2_text([a, b, c], ["A->B", "B->C"]))

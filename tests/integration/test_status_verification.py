@@ -10,9 +10,10 @@ from click.testing import CliRunner
 
 from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.cli import main
-from mirrorflow.control.mirror_client import FIRST_SCAN, mirror_status
-from mirrorflow.ops import verify_service
-from mirrorflow.ops.verify import SUMMARY_KIND
+from mirrorflow.control.mirror_client import mirror_status
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.report import SUMMARY_KIND
+from mirrorflow.replicate.run_history import FIRST_SCAN
 from mirrorflow.replicate.runs import RUNS_TOPIC
 
 from .kafkatools import create_topics, produce
@@ -84,7 +85,12 @@ def test_status_shows_the_last_verification_of_each_flow(
     ):
         assert line in metrics, line
     assert 'mirrorflow_verification_ok{flow="B->A"}' not in metrics
-    assert "Last verification per flow" in app.get("/ui").text
+    # The page lists both verifications of A->B, the newest first, each with its verdict.
+    page = app.get("/ui").text
+    history = page[page.index("Migrations and verifications, the newest first") :]
+    assert history.index("verify-2") < history.index("verify-1")
+    assert '<span class="badge warn">incomplete</span>' in history
+    assert '<span class="badge ok">verified</span>' in history
 
     # A failed verification's summary lists its mismatches; the status keeps their count only.
     totals = {"matched": 17, "wrong_total": 3, "explained_total": 1, "pending": 0, "failed_partitions": 0}

@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.ops import verify_service
-from mirrorflow.ops.verify import VerificationFailed
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.report import VerificationFailed
 from mirrorflow.policy.provenance import stamp_provenance
 from mirrorflow.replicate.progress import progress_record
 

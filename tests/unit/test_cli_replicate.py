@@ -264,7 +264,8 @@ def test_replicate_refuses_a_flow_that_is_not_enabled(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--until", "yesterday", "is neither 'now', epoch milliseconds nor an ISO-8601 time"),
+        ("--until", "yesterday", "is not a time mirrorflow reads: write now, epoch milliseconds"),
+        ("--until", "1795680000", "looks like epoch seconds (2026-11-26 08:00:00 UTC)"),
         ("--topics", "orders(", "is not a regular expression"),
         ("--delivery", "twice", "'twice' is not one of 'exactly-once', 'at-least-once'"),
     ],

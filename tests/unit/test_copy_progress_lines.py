@@ -13,7 +13,7 @@ from mirrorflow.airflow.operators import DRIVER_JAVA_OPTIONS, DRIVER_LOG4J2, dri
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.report import RunReport, xcom_summary
-from mirrorflow.replicate.tables import TABLE_ROWS, run_table_lines
+from mirrorflow.replicate.tables import TABLE_ROWS, plan_lines, run_table_lines
 from mirrorflow.replicate.watch import (
     INTERVAL_ENV,
     LOG_TOPICS,
@@ -214,4 +214,89 @@ def test_the_copy_summary_line_puts_the_figures_before_the_run_id() -> None:
     assert line == (
         "copied A->B: 1,500 records, 15,000 bytes, 0 transactions, 2 partitions, 1 failed, "
         "0 lost to retention; 60.0s (run r1)"
+    )
+
+
+def test_progress_is_logged_only_when_the_copy_moved() -> None:
+    from mirrorflow.replicate.watch import ProgressLog
+
+    progress = RunProgress(_plan(PartitionSpan("orders", 0, "A.orders", 0, 1_000)))
+    told = ProgressLog("A->B", progress)
+    first = told.lines()
+    assert first[-1] == "progress A->B: total 0/1,000 offsets (0.0%), 0/1 partitions done, 0/1 topics done"
+    assert told.lines() == [] and told.lines() == []  # a copy waiting on a slow start says nothing
+    progress.observed({("orders", 0): 499})
+    assert told.lines()[-1].startswith("progress A->B: total 500/1,000 offsets (50.0%)")
+    assert told.lines() == []
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        ("26/11/26 10:07:33 WARN Utils: Your hostname, vm, resolves to a loopback address", "WARNING"),
+        ("WARNING: Using incubator modules: jdk.incubator.vector", "WARNING"),
+        (
+            "/x/pyspark/testing/utils.py:127: FutureWarning: PySpark does not yet fully support pandas",
+            "WARNING",
+        ),
+        (
+            "2026-11-26 10:07:37,004 INFO mirrorflow.spark.copy: run r of A->B: 1 partitions over 1 tasks",
+            "INFO",
+        ),
+        ("2026-11-26 10:07:37,004 ERROR mirrorflow.spark.copy: 1 of 2 partitions failed:", "ERROR"),
+        ("26/11/26 10:07:40 ERROR Executor: Exception in task 0.0", "ERROR"),
+        ("progress A->B: total 0/130 offsets (0.0%)", "INFO"),
+    ],
+)
+def test_spark_output_keeps_the_level_each_line_was_written_at(line: str, level: str) -> None:
+    import logging
+
+    from mirrorflow.airflow.spark_output import line_level
+
+    assert logging.getLevelName(line_level(line)) == level
+
+
+def test_a_stack_trace_keeps_the_level_of_the_line_it_follows() -> None:
+    import logging
+
+    from mirrorflow.airflow.spark_output import SparkOutputLog
+
+    said: list[tuple[str, str]] = []
+
+    class Logger:
+        def __getattr__(self, name: str):
+            return lambda message, *args: said.append((name, message % args if args else message))
+
+    log = SparkOutputLog(Logger())
+    for line in (
+        "26/11/26 10:07:40 ERROR Executor: Exception in task 0.0",
+        "java.lang.IllegalStateException: boom",
+        "\tat org.apache.spark.Foo.bar(Foo.scala:1)",
+        "2026-11-26 10:07:41,000 INFO mirrorflow.spark.copy: copied A->B: 0 records",
+    ):
+        log.info(line)
+    log.info("Spark-Submit cmd: %s", "spark-submit ...")  # the hook's own message, with arguments
+    assert [level for level, _ in said] == ["error", "error", "error", "info", "info"]
+    assert list(log.errors)[0].endswith("Exception in task 0.0") and len(log.errors) == 3
+    assert logging.ERROR > logging.INFO
+
+
+def test_the_plan_task_logs_a_table_and_its_totals_and_a_topic_name_is_text() -> None:
+    overview = {
+        "flow": "A->B",
+        "mode": "migrate",
+        "run_id": "r1",
+        "topics": {"[bold]orders": {"partitions": 2, "pending": 12_000, "ranges": 3, "lost": 0}},
+        "topics_count": 1,
+        "partitions": 2,
+        "pending": 12_000,
+        "ranges": 3,
+        "units": 2,
+    }
+    lines = plan_lines(overview)
+    (row,) = [line for line in lines if line.startswith("│ [bold]orders")]
+    assert re.findall(r"[\d,]+", row) == ["2", "12,000", "3", "0"], row
+    assert (
+        lines[-1]
+        == "plan: 1 topic(s), 2 partition(s), 12,000 offset(s) pending in 3 range(s) over 2 partition(s) to copy"
     )

@@ -57,3 +57,18 @@ def test_missing_config_is_an_import_error_that_says_what_to_set(monkeypatch: py
     bag = DagBag(dag_folder=str(ROOT / "dags"))
     (error,) = bag.import_errors.values()
     assert "MIRRORFLOW_CONFIG" in error
+
+
+def test_every_dag_is_tagged_by_one_rule_and_manual_ones_start_unpaused(dagbag: DagBag) -> None:
+    from mirrorflow.airflow.tags import KINDS
+
+    kinds = set()
+    for dag_id, dag in dagbag.dags.items():
+        (kind,) = set(dag.tags) & set(KINDS)  # Airflow keeps tags as a set
+        flow = set(dag.tags) - {"mirrorflow", kind}
+        kinds.add(kind)
+        assert "mirrorflow" in dag.tags and flow in (set(), {"primary->backup"}), (dag_id, dag.tags)
+        assert (flow == set()) == (kind in ("migrate", "failover", "heartbeats")), (dag_id, dag.tags)
+        if dag.schedule is None:  # manual: nothing to hold back, and no "Unpause on trigger" to do it
+            assert dag.is_paused_upon_creation is False, dag_id
+    assert kinds >= {"replicate", "verify", "migrate", "failover", "heartbeats"}

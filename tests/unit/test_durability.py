@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.config import load_config
-from mirrorflow.ops.durability import Replication, config_sync_problems, shortfalls, written_topics
+from mirrorflow.ops.durability import config_sync_problems, written_topics
+from mirrorflow.ops.durability_words import Replication, shortfalls
 
 BASE = """
 clusters = A, B

@@ -9,21 +9,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from mirrorflow.airflow import status_page
-from mirrorflow.airflow.status_page import (
-    PAGE_ROWS,
+from mirrorflow.airflow import status_links
+from mirrorflow.airflow.status_cells import sparkline, time_html
+from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_links import (
     AirflowFacts,
-    PageView,
+    DagRunFacts,
     dag_url,
     paused_hints,
-    render_content,
-    render_page,
     run_url,
-    sparkline,
     task_url,
-    time_html,
-    topic_rows,
 )
+from mirrorflow.airflow.status_page import render_content, render_page
+from mirrorflow.airflow.status_tables import PAGE_ROWS, topic_rows
 from mirrorflow.config import load_config
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, UpstreamStatus
 from mirrorflow.control.status_health import (
@@ -206,14 +204,24 @@ def test_links_to_dags_runs_and_task_logs() -> None:
     assert f'<a href="{run}/tasks/report" target="_top"' in page
     assert f'<a href="{run}/tasks/copy" target="_top"' in page
 
-    # With Airflow to ask: a migration's run links to the migration DAG, with its state; a run
+    # With Airflow to ask: a migration's figures link to the migration DAG's run; the flow's
+    # last run is its replication DAG's newest, with its state and every step's log; a run
     # Airflow never had (started from the CLI) is plain text.
     migrated = flow()
     migrated.last_run = {**migrated.last_run, "mode": "migrate"}
-    facts = AirflowFacts(dags=frozenset(), runs={("mirrorflow_migrate", RUN): "success"})
+    newest = DagRunFacts("scheduled__2023-11-14T22:15:00+00:00", "success", T0 - 30_000, T0 - 20_000)
+    facts = AirflowFacts(
+        dags=frozenset(),
+        runs={("mirrorflow_migrate", RUN): "success"},
+        last_run={"mirrorflow__A__B__replicate": newest},
+        last_success={"mirrorflow__A__B__replicate": newest},
+    )
     page = render_content(view(status(migrated), facts=facts))
     assert f'href="{run_url("mirrorflow_migrate", RUN)}"' in page
     assert '<span class="badge state-success">success</span>' in page
+    replicated = run_url("mirrorflow__A__B__replicate", newest.run_id)
+    for step in ("plan", "copy", "report"):
+        assert f'<a href="{replicated}/tasks/{step}" target="_top"' in page
     cli = render_content(view(status(flow()), facts=AirflowFacts(dags=frozenset())))
     assert "/runs/" not in cli and "not an Airflow run" in cli
 
@@ -225,10 +233,10 @@ def test_dag_ids_match_the_dag_builders() -> None:
     from mirrorflow.airflow.replicate import replicate_dag_id
     from mirrorflow.airflow.verify import verify_dag_id
 
-    assert status_page.replicate_dag_id("A", "B") == replicate_dag_id("A", "B")
-    assert status_page.HEARTBEATS_DAG_ID == HEARTBEATS_DAG_ID
-    assert status_page.verify_dag_id("A", "B") == verify_dag_id("A", "B")
-    assert status_page.MIGRATE_DAG_ID == MIGRATE_DAG_ID
+    assert status_links.replicate_dag_id("A", "B") == replicate_dag_id("A", "B")
+    assert status_links.HEARTBEATS_DAG_ID == HEARTBEATS_DAG_ID
+    assert status_links.verify_dag_id("A", "B") == verify_dag_id("A", "B")
+    assert status_links.MIGRATE_DAG_ID == MIGRATE_DAG_ID
 
 
 def test_sparkline_of_a_history() -> None:
@@ -311,7 +319,12 @@ def test_airflow_is_asked_once_per_interval_and_a_failure_costs_only_the_links()
     first = cache.get(current, config())
     assert cache.get(current, config()) is first and len(asked) == 1
     dags, runs = asked[0]
-    assert dags == ["mirrorflow__A__B__replicate", "mirrorflow_heartbeats"]
+    assert dags == [
+        "mirrorflow__A__B__replicate",
+        "mirrorflow__A__B__verify",
+        "mirrorflow_heartbeats",
+        "mirrorflow_migrate",
+    ]
     assert runs == sorted([("mirrorflow__A__B__replicate", RUN), ("mirrorflow_migrate", RUN)])
 
     def broken(dags, runs) -> AirflowFacts:
@@ -319,3 +332,147 @@ def test_airflow_is_asked_once_per_interval_and_a_failure_costs_only_the_links()
 
     assert FactsCache(broken, ttl_s=60).get(current, config()) == AirflowFacts()
     assert FactsCache(None, ttl_s=60).get(current, config()) == AirflowFacts()
+
+
+def test_a_failed_last_run_is_red_beside_the_last_success_and_counted_in_metrics() -> None:
+    from mirrorflow.airflow.status_metrics import AirflowRunsCollector
+    from mirrorflow.metrics import render
+
+    dag = "mirrorflow__A__B__replicate"
+    failed = DagRunFacts("manual__2023-11-14T22:12:00+00:00", "failed", T0 - 50_000, T0 - 40_000)
+    good = DagRunFacts(RUN, "success", T0 - 200_000, T0 - 190_000)
+    facts = AirflowFacts(
+        dags=frozenset([dag]),
+        last_run={dag: failed},
+        last_finished={dag: failed},
+        last_success={dag: good},
+        failed_runs={dag: 3},
+    )
+    current = status(flow())
+    page = render_content(view(current, facts=facts))
+    # The summary in Kafka is a good one (the failed run wrote none): the flow is red all the same.
+    assert badges(page)[0] == ("bad", "failed")
+    assert '<span class="badge state-failed">failed</span>' in page
+    assert "last success <time" in page and f'href="{run_url(dag, failed.run_id)}/tasks/plan"' in page
+    # The next run under way does not clear the red: the last one that ended failed.
+    retrying = DagRunFacts("scheduled__2023-11-14T22:15:00+00:00", "running", T0 - 5_000)
+    never = AirflowFacts(
+        dags=frozenset([dag]), last_run={dag: retrying}, last_finished={dag: failed}, failed_runs={dag: 1}
+    )
+    again = render_content(view(current, facts=never))
+    assert badges(again)[0] == ("bad", "failed") and "no successful run yet" in again
+    assert '<span class="badge state-running">running</span>' in again
+    retried = render(current, now_ms=T0, extra=[AirflowRunsCollector(current, never)]).decode()
+    assert 'mirrorflow_flow_last_run_failed{flow="A->B"} 1.0' in retried
+    assert f'mirrorflow_dag_last_run_state{{dag_id="{dag}",flow="A->B",state="running"}} 1.0' in retried
+
+    text = render(current, now_ms=T0, extra=[AirflowRunsCollector(current, facts)]).decode()
+    labels = f'dag_id="{dag}",flow="A->B"'
+    assert f"mirrorflow_dag_runs_failed_total{{{labels}}} 3.0" in text
+    assert f'mirrorflow_dag_last_run_state{{{labels},state="failed"}} 1.0' in text
+    assert f'mirrorflow_dag_last_run_state{{{labels},state="success"}} 0.0' in text
+    (success,) = [
+        line for line in text.splitlines() if line.startswith("mirrorflow_dag_last_success_timestamp")
+    ]
+    assert float(success.split()[-1]) == (T0 - 190_000) / 1000
+    assert 'mirrorflow_flow_last_run_failed{flow="A->B"} 1.0' in text
+    # Without Airflow to ask (the CLI, a test client) there are no such series.
+    assert (
+        "mirrorflow_dag_"
+        not in render(current, now_ms=T0, extra=[AirflowRunsCollector(current, AirflowFacts())]).decode()
+    )
+
+
+def test_a_heartbeat_read_before_its_cluster_stopped_answering_is_stale_not_healthy() -> None:
+    current = status(flow(), upstreams=[upstream(60_000)])
+    down = current.cluster("B")
+    down.stale, down.error, down.unreachable_since_ms = True, "cluster B did not answer", T0 - 30_000
+    page = render_content(view(current))
+    clusters = page[page.index("<h2>Clusters") : page.index('class="legend"')]
+    assert badges(clusters) == [("warn", "stale")]
+    assert "B does not answer since" in clusters
+
+
+def test_migrations_and_verifications_are_listed_with_their_verdicts_and_logs() -> None:
+    history = [
+        {
+            "kind": "verification",
+            "at_ms": T0 - 10_000,
+            "run_id": "v2",
+            "verdict": "incomplete",
+            "matched": 300,
+            "wrong_total": 0,
+            "pending": 50,
+            "sample": None,
+        },
+        {
+            "kind": "migration",
+            "at_ms": T0 - 20_000,
+            "run_id": "m2",
+            "outcome": "The cut-over was rejected: ...",
+            "done": False,
+            "approval": "rejected",
+            "records": 0,
+            "verdict": None,
+            "groups_moved": 0,
+            "groups_blocked": 0,
+        },
+        {
+            "kind": "migration",
+            "at_ms": T0 - 30_000,
+            "run_id": "m1",
+            "outcome": "The migration is done: ...",
+            "done": True,
+            "approval": "approved",
+            "records": 200,
+            "verdict": "verified",
+            "groups_moved": 1,
+            "groups_blocked": 1,
+        },
+    ]
+    facts = AirflowFacts(
+        dags=frozenset(),
+        runs={
+            ("mirrorflow__A__B__verify", "v2"): "failed",
+            ("mirrorflow_migrate", "m2"): "failed",
+            ("mirrorflow_migrate", "m1"): "success",
+        },
+    )
+    page = render_content(view(status(flow(history=history)), facts=facts))
+    table = page[page.index("Migrations and verifications") :]
+    assert [b for b in badges(table)][:3] == [("warn", "incomplete"), ("warn", "rejected"), ("ok", "done")]
+    assert f'href="{run_url("mirrorflow_migrate", "m1")}/tasks/final_report"' in table
+    assert f'href="{run_url("mirrorflow__A__B__verify", "v2")}/tasks/report"' in table
+    # Offsets not copied yet are work to do: never in red.
+    assert "50 not copied yet" in table and 'class="fg-bad">50' not in table
+    assert "200 record(s) copied; verification verified; 1 group(s) moved, 1 blocked" in table
+
+
+def test_the_flow_shows_its_configured_cap_and_the_rate_its_last_run_reached() -> None:
+    from mirrorflow.metrics import render
+
+    run = {**flow().last_run, "seconds": 4.0, "totals": {"records": 7, "bytes": 6 * 1024 * 1024}}
+    capped = flow(last_run=run, max_bytes_per_second=2 * 1024 * 1024)
+    page = render_content(view(status(capped)))
+    assert "<th>Byte rate</th>" in page
+    assert "1.5 MiB/s" in page and "cap 2.0 MiB/s" in page
+    text = render(status(capped), now_ms=T0).decode()
+    assert 'mirrorflow_flow_last_run_bytes_per_second{flow="A->B"} 1.572864e+06' in text
+    assert 'mirrorflow_flow_max_bytes_per_second{flow="A->B"} 2.097152e+06' in text
+    # No cap is 0, and a summary without the copy's time has no achieved rate to show.
+    uncapped = status(flow())
+    assert "no cap" in render_content(view(uncapped))
+    text = render(uncapped, now_ms=T0).decode()
+    assert 'mirrorflow_flow_max_bytes_per_second{flow="A->B"} 0.0' in text
+    assert "mirrorflow_flow_last_run_bytes_per_second{" not in text
+
+
+def test_the_status_read_takes_each_flows_cap_from_the_config() -> None:
+    from mirrorflow.control.mirror_client import flow_status
+
+    flows = config("A->B.mirrorflow.replicate.max.bytes.per.second = 1048576\n").flows
+    rows = {
+        f.name: flow_status(f, {f.target: "down"}, connection_extra=None, timeout_s=1, now_ms=T0)
+        for f in flows
+    }
+    assert rows["A->B"].max_bytes_per_second == 1048576 and rows["B->C"].max_bytes_per_second == 0

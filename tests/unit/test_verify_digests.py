@@ -10,11 +10,11 @@ import struct
 
 import pytest
 
-from mirrorflow.ops.verify_compare import SOURCE, TARGET, _Digests, _record_bytes
+from mirrorflow.ops.verification.digests import SOURCE, TARGET, Digests, record_bytes
 
 
 def test_a_record_is_its_key_value_headers_and_timestamp_length_prefixed() -> None:
-    raw = _record_bytes(b"k", None, [("h", b"vv"), ("n", None), ("s", "x")], 1, 1_700_000_000_000)
+    raw = record_bytes(b"k", None, [("h", b"vv"), ("n", None), ("s", "x")], 1, 1_700_000_000_000)
     assert raw == (
         struct.pack(">i", 1)
         + b"k"
@@ -34,8 +34,8 @@ def test_a_record_is_its_key_value_headers_and_timestamp_length_prefixed() -> No
         + struct.pack(">bq", 1, 1_700_000_000_000)
     )
     # No headers and an empty header list are the same: a count of 0.
-    assert _record_bytes(None, b"", None, 0, -1) == _record_bytes(None, b"", [], 0, -1)
-    assert _record_bytes(None, b"", None, 0, -1) == (
+    assert record_bytes(None, b"", None, 0, -1) == record_bytes(None, b"", [], 0, -1)
+    assert record_bytes(None, b"", None, 0, -1) == (
         b"\xff\xff\xff\xff" + struct.pack(">i", 0) + struct.pack(">i", 0) + struct.pack(">bq", 0, -1)
     )
 
@@ -48,7 +48,7 @@ def _separate(steps: list[tuple[int, bytes]]) -> tuple[str, str]:
 
 
 def _paired(steps: list[tuple[int, bytes]]) -> tuple[str, str]:
-    digests = _Digests()
+    digests = Digests()
     for side, data in steps:
         digests.add(side, data)
     return digests.hexdigests()

@@ -17,11 +17,11 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
+from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.control.flows import checkpoints_enabled, group_sync_enabled
 
 START = datetime(2024, 1, 1)
-TAGS = ["mirrorflow"]
 
 
 def checkpoints_dag_id(source: str, target: str) -> str:
@@ -33,7 +33,13 @@ def group_sync_dag_id(source: str, target: str) -> str:
 
 
 def _job_dag(
-    dag_id: str, flow: FlowConfig, interval: Any, task_id: str, run: Callable[[], dict[str, Any]], doc: str
+    dag_id: str,
+    kind: str,
+    flow: FlowConfig,
+    interval: Any,
+    task_id: str,
+    run: Callable[[], dict[str, Any]],
+    doc: str,
 ) -> DAG:
     with DAG(
         dag_id=dag_id,
@@ -42,7 +48,7 @@ def _job_dag(
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, "offsets", flow.name],
+        tags=dag_tags(kind, flow.name),
         default_args={"retries": 0},
         doc_md=doc,
     ) as dag:
@@ -60,6 +66,7 @@ def checkpoints_dag(path: str, flow: FlowConfig) -> DAG:
 
     return _job_dag(
         checkpoints_dag_id(source, target),
+        "checkpoints",
         flow,
         flow.emit_checkpoints_interval,
         "emit_checkpoints",
@@ -81,6 +88,7 @@ def group_sync_dag(path: str, flow: FlowConfig) -> DAG:
 
     return _job_dag(
         group_sync_dag_id(source, target),
+        "sync_group_offsets",
         flow,
         flow.sync_group_offsets_interval,
         "sync_group_offsets",

@@ -3,19 +3,24 @@
 Trigger form: from cluster, to cluster, groups (regex), dry run (on by default, so an
 accidental trigger changes nothing), and whether to take the offsets from the checkpoints on
 the target even if the source answers. The task logs the table `mirrorflow failover` prints,
-returns it (XCom), and fails if any group was refused, after moving the others.
+returns it (XCom), and fails if any group was refused, after moving the others, its error naming
+each refused group and why before Airflow's traceback.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import DAG, Param, get_current_context, task
 
+from mirrorflow.airflow.tags import MANUAL_DAG_PAUSED, dag_tags
+from mirrorflow.airflow.task_errors import failing_at_once
 from mirrorflow.config import MirrorConfig
+
+if TYPE_CHECKING:  # Kafka clients are imported by tasks, not when Airflow parses the DAG file
+    from mirrorflow.ops.failover import FailoverResult
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +28,26 @@ START = datetime(2024, 1, 1)
 FAILOVER_DAG_ID = "mirrorflow_failover"
 
 
-class GroupsRefused(RuntimeError):
-    """Some groups were not moved (they have active members on the target)."""
+def log_failover(result: FailoverResult) -> None:
+    """The failover table (each group and partition, the offsets committed or that would be),
+    the divergent tail if any, and the warnings, as plain lines in the task's log."""
+    from mirrorflow.ops.failover_tables import divergent_table, failover_table
+    from mirrorflow.replicate.tables import plain_lines
+
+    for line in plain_lines(failover_table(result)):
+        log.info("%s", line)
+    if result.divergent:
+        for line in plain_lines(divergent_table(result)):
+            log.info("%s", line)
+    for warning in result.warnings:
+        log.warning("%s", warning)
+
+
+def refused_message(result: FailoverResult) -> str:
+    moved = "would have moved" if result.dry_run else "moved"
+    return f"{len(result.refused)} group(s) not moved ({len(result.committed)} {moved}): " + " ".join(
+        f"{why.rstrip('.')}." for why in result.refused.values()
+    )
 
 
 def failover_dag(path: str, config: MirrorConfig) -> DAG:
@@ -36,7 +59,8 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=["mirrorflow", "failover"],
+        is_paused_upon_creation=MANUAL_DAG_PAUSED,
+        tags=dag_tags("failover"),
         default_args={"retries": 0},
         params={
             "from_cluster": Param(
@@ -80,32 +104,28 @@ def failover_dag(path: str, config: MirrorConfig) -> DAG:
         ),
     ) as dag:
 
-        @task(task_id="failover")
+        @task(task_id="failover", show_return_value_in_logs=False)
         def run() -> dict[str, Any]:
-            from rich.console import Console
+            from airflow.sdk.exceptions import AirflowFailException
 
-            from mirrorflow.commands.failover import divergent_table, failover_table
-            from mirrorflow.ops.failover import failover
+            from mirrorflow.ops.failover import FailoverError, failover
 
             params = get_current_context()["params"]
-            result = failover(
-                path,
-                params["from_cluster"],
-                params["to_cluster"],
-                params["groups"],
-                dry_run=bool(params["dry_run"]),
-                from_checkpoints=True if params["from_checkpoints"] else None,
-                divergent=None if params.get("divergent_tail", "ask") == "ask" else params["divergent_tail"],
-            )
-            console = Console(record=True, width=200, file=io.StringIO())
-            console.print(failover_table(result))
-            if result.divergent:
-                console.print(divergent_table(result))
-            for warning in result.warnings:
-                console.print(f"warning: {warning}")
-            log.info("%s", console.export_text())
-            if result.refused:
-                raise GroupsRefused("; ".join(result.refused.values()))
+            with failing_at_once(FailoverError):
+                result = failover(
+                    path,
+                    params["from_cluster"],
+                    params["to_cluster"],
+                    params["groups"],
+                    dry_run=bool(params["dry_run"]),
+                    from_checkpoints=True if params["from_checkpoints"] else None,
+                    divergent=None
+                    if params.get("divergent_tail", "ask") == "ask"
+                    else params["divergent_tail"],
+                )
+                log_failover(result)
+                if result.refused:
+                    raise AirflowFailException(refused_message(result))
             return result.to_dict()
 
         run()

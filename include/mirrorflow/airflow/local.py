@@ -4,12 +4,12 @@ retried), and the mirrorflow config and cluster addresses passed through the env
 
 `AirflowHome.dags_test` runs one DAG with `airflow dags test`, as the demo and the end-to-end tests
 do; `AirflowServer` runs the whole of Airflow (api-server, scheduler, dag-processor, triggerer) on
-loopback, as `scripts/airflow-local` (`make airflow`) and the browser test do.
+loopback, as `scripts/airflow-local` (`make airflow`, mirrorflow.airflow.local_launcher) and the
+browser tests do.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -26,7 +26,6 @@ from pathlib import Path
 
 import psutil
 
-from mirrorflow.airflow.settings import CONFIG_ENV
 from mirrorflow.airflow.settings import PROJECT_ROOT as ROOT
 
 BIN = Path(sys.executable).parent
@@ -39,6 +38,7 @@ DEFAULT_USER = "admin"
 DEFAULT_HOME = ROOT / ".airflow"
 DEFAULT_PORT = 8080
 SPARK_LOCAL = json.dumps({"conn_type": "spark", "host": "local[2,3]"})
+API_GRACE_S = 30.0  # for the api-server to end once everything else has (slow on a loaded machine)
 
 
 @dataclass
@@ -165,6 +165,17 @@ def _alive(proc: psutil.Process) -> bool:
         return False
 
 
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait up to `timeout` for `procs` to end; the ones still running. Polled: psutil's
+    wait_procs raises when a process ends (and is reaped by its parent) while it waits on it."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
 class ComponentExited(RuntimeError):
     """An Airflow component stopped on its own while the others ran."""
 
@@ -289,28 +300,64 @@ class AirflowServer:
         self._remember_descendants()
         return {pid for pid, proc in self._known.items() if _alive(proc)}
 
-    def _signal_groups(self, signum: int) -> None:
-        for proc in self.processes.values():
-            if proc.poll() is None:  # the group's leader lives, so the group id is still ours
+    def _signal_groups(self, signum: int, components: tuple[str, ...] = COMPONENTS) -> None:
+        for name in components:
+            proc = self.processes.get(name)
+            if proc is not None and proc.poll() is None:  # its group's leader lives: the group is ours
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signum)
 
-    def stop(self, grace: float = 30) -> None:
-        """SIGTERM every component's group and every process they started; SIGKILL what is still
-        there after `grace` seconds."""
+    def _api_server_tree(self) -> set[int]:
+        proc = self.processes.get("api-server")
+        if proc is None:
+            return set()
+        with contextlib.suppress(psutil.Error):
+            root = psutil.Process(proc.pid)
+            return {root.pid, *(child.pid for child in root.children(recursive=True))}
+        return {proc.pid}
+
+    def stop(self, grace: float = 30) -> list[str]:
+        """Stop everything in two steps, each process signalled once, then SIGKILL what is still
+        there after `grace` seconds.
+
+        First the scheduler, dag-processor, triggerer and every task they started get SIGTERM,
+        while the api-server keeps answering: Airflow 3 asks a running task to stop through its
+        operator's on_kill, and the task then reports its end through the api-server (a task
+        that cannot would retry for half a minute). Once: a scheduler signalled again while it
+        waits for its executor's workers gives up waiting and hangs at exit. Then the api-server,
+        with a grace of its own. Returns the command lines of the processes that had to be
+        killed (none when everything stopped when asked)."""
         self._remember_descendants()
-        self._signal_groups(signal.SIGTERM)
-        for known in self._known.values():
+        api = self._api_server_tree()
+        others = tuple(c for c in COMPONENTS if c != "api-server")
+        first = [proc for pid, proc in self._known.items() if pid not in api]
+        self._signal_groups(signal.SIGTERM, others)
+        self._terminate_outside_groups(first, others)
+        alive = _wait_gone(first, grace)
+        self._signal_groups(signal.SIGTERM, ("api-server",))
+        self._terminate_outside_groups([p for p in self._known.values() if p.pid in api], ("api-server",))
+        alive = [*alive, *_wait_gone([p for p in self._known.values() if p.pid in api], API_GRACE_S)]
+        killed = []
+        for leftover in alive:
             with contextlib.suppress(psutil.Error):
-                known.terminate()
-        _, alive = psutil.wait_procs(list(self._known.values()), timeout=grace)
+                killed.append(" ".join(leftover.cmdline()) or str(leftover.pid))
         self._signal_groups(signal.SIGKILL)
         for leftover in alive:
             with contextlib.suppress(psutil.Error):
                 leftover.kill()
-        psutil.wait_procs(alive, timeout=10)
+        _wait_gone(alive, 10)
         for proc in self.processes.values():
             proc.wait(timeout=10)
+        return killed
+
+    def _terminate_outside_groups(self, procs: list[psutil.Process], components: tuple[str, ...]) -> None:
+        """SIGTERM those of `procs` the components' group signal did not reach: task runs, which
+        put themselves in process groups of their own."""
+        groups = {proc.pid for name, proc in self.processes.items() if name in components}
+        for known in procs:
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(known.pid) not in groups:
+                    known.terminate()
 
     def __enter__(self) -> AirflowServer:
         self.start()
@@ -318,110 +365,3 @@ class AirflowServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class _Stop(Exception):
-    pass
-
-
-def _raise_stop(signum: int, _frame: object) -> None:
-    raise _Stop(signal.Signals(signum).name)
-
-
-def _config_problem() -> str | None:
-    """Why the DAGs would not load from the environment's MIRRORFLOW_CONFIG, said before Airflow
-    starts instead of as an import error in the UI."""
-    from mirrorflow.config import load_config
-
-    raw = os.environ.get(CONFIG_ENV)
-    if not raw:
-        return (
-            f"{CONFIG_ENV} is not set: export it with the path of your MM2 properties file. For the "
-            f"demo's config: {CONFIG_ENV}=include/config/demo.properties with MIRRORFLOW_DEMO_PRIMARY "
-            "and MIRRORFLOW_DEMO_BACKUP set to the two clusters' bootstrap servers (host:port)."
-        )
-    if not Path(raw).is_file():
-        return f"{CONFIG_ENV}={raw} is not a file."
-    try:
-        load_config(raw)
-    except Exception as err:  # every config error, reported as the CLI reports it
-        return f"{CONFIG_ENV}={raw} does not load: {err}"
-    return None
-
-
-def _pick_port(asked: str | None) -> int:
-    if asked:
-        return int(asked)
-    return DEFAULT_PORT if port_is_free(DEFAULT_PORT) else free_port()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="airflow-local",
-        description="Run Airflow 3 on 127.0.0.1 for this project: mirrorflow's DAGs and its status "
-        "plugin, Spark in local mode, the simple auth manager with one admin user. Ctrl-C (or "
-        "SIGTERM) stops every component.",
-    )
-    parser.add_argument(
-        "--home",
-        default=os.environ.get("MIRRORFLOW_AIRFLOW_HOME", str(DEFAULT_HOME)),
-        help="AIRFLOW_HOME: metadata DB, logs, passwords file (env MIRRORFLOW_AIRFLOW_HOME; default .airflow/)",
-    )
-    parser.add_argument(
-        "--port",
-        default=os.environ.get("MIRRORFLOW_AIRFLOW_PORT"),
-        help=f"the api-server's port (env MIRRORFLOW_AIRFLOW_PORT; default {DEFAULT_PORT}, or a free one when taken)",
-    )
-    parser.add_argument(
-        "--user", default=DEFAULT_USER, help=f"the admin user's name (default {DEFAULT_USER})"
-    )
-    args = parser.parse_args(argv)
-
-    if problem := _config_problem():
-        print(f"airflow-local: {problem}", file=sys.stderr)
-        return 1
-    home = AirflowHome(Path(args.home).resolve())
-    port = _pick_port(args.port)
-    # The components run in the Airflow home: a relative config path is the caller's.
-    extra = {CONFIG_ENV: str(Path(os.environ[CONFIG_ENV]).resolve())}
-    # A spark_default the user exported (e.g. a bigger local[N,F] or a cluster) wins over local[2,3].
-    extra.update({k: os.environ[k] for k in ("AIRFLOW_CONN_SPARK_DEFAULT",) if k in os.environ})
-    server = AirflowServer(home, port, user=args.user, env=extra)
-    signal.signal(signal.SIGINT, _raise_stop)
-    signal.signal(signal.SIGTERM, _raise_stop)
-    code = 0
-    try:
-        print(f"airflow-local: starting Airflow in {home.home} on {server.url} ...", flush=True)
-        server.start()
-        server.wait_healthy()
-        print(
-            f"airflow-local: Airflow is ready at {server.url}\n"
-            f"  log in as {args.user}; the password is in {home.passwords_file}\n"
-            f"  status page: Browse -> Replication status ({server.url}/mirrorflow/ui)\n"
-            f"  component logs: {server.logs}/<component>.log\n"
-            "  Ctrl-C stops it.",
-            flush=True,
-        )
-        while not (gone := server.exited()):
-            server.pids()
-            time.sleep(1)
-        name, rc = next(iter(gone.items()))
-        print(
-            f"airflow-local: airflow {name} exited with code {rc}:\n{server.log_tail(name)}", file=sys.stderr
-        )
-        code = 1
-    except _Stop:
-        print("airflow-local: stopping ...", flush=True)
-    except (ComponentExited, TimeoutError, RuntimeError) as err:
-        print(f"airflow-local: {err}", file=sys.stderr)
-        code = 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        server.stop()
-        print("airflow-local: stopped", flush=True)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,12 +17,14 @@ failed run shows in the UI with every topic or ACL it could not sync.
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import DAG, get_current_context, task
+from airflow.sdk import DAG, BaseOperator, task
 
-from mirrorflow.airflow.replicate import START, TAGS
+from mirrorflow.airflow.replicate import START
+from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, heartbeat_period
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicJob
@@ -61,6 +63,51 @@ def _heartbeat_pair_line(config: MirrorConfig, flow: FlowConfig) -> str:
     )
 
 
+class EmitHeartbeatsOperator(BaseOperator):
+    """Emits every pair's heartbeats for the run's window (control.heartbeats.emit_heartbeats).
+    An operator rather than a @task for on_kill: Airflow 3 asks a task to stop (SIGTERM, at
+    shutdown or when the run is marked) only by calling on_kill, which here ends the window at
+    once, so stopping Airflow does not wait for a worker that emits for an hour."""
+
+    def __init__(
+        self,
+        *,
+        config_path: str,
+        pairs: list[tuple[str, str]],
+        intervals: list[timedelta],
+        run: timedelta,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.config_path = config_path
+        self.pairs = pairs
+        self.intervals = intervals
+        self.run = run
+        self._stop: threading.Event | None = (
+            None  # made by execute: an operator is deep-copied, a lock is not
+        )
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mirrorflow.config import load_config
+        from mirrorflow.control.heartbeats import emit_heartbeats, heartbeat_window
+
+        self._stop = threading.Event()
+        window = heartbeat_window(self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run)
+        current = load_config(self.config_path)
+        runs = emit_heartbeats(
+            [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
+        )
+        # One compact XCom: counts per pair, not each heartbeat.
+        return {
+            "window_s": window,
+            "pairs": {r.flow: {"emitted": r.emitted, "last_ms": r.last_ms} for r in runs},
+        }
+
+    def on_kill(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+
 def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
     flows = config.heartbeat_flows
     if not flows:
@@ -78,7 +125,7 @@ def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, HEARTBEATS],
+        tags=dag_tags(HEARTBEATS),
         default_args={"retries": 0},
         doc_md=(
             "Writes MM2 heartbeats **(source, target, now)** into each pair's `heartbeats` topic on its "
@@ -91,23 +138,14 @@ def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
             "others; the run fails at its end, naming it."
         ),
     ) as dag:
-
-        @task(task_id="emit", execution_timeout=period + timedelta(seconds=2 * FLUSH_TIMEOUT_S))
-        def emit() -> dict[str, Any]:
-            from mirrorflow.config import load_config
-            from mirrorflow.control.heartbeats import emit_heartbeats, heartbeat_window
-
-            scheduled = get_current_context()["dag_run"].run_after
-            window = heartbeat_window(intervals, scheduled, datetime.now(UTC), run)
-            current = load_config(path)
-            runs = emit_heartbeats([current.flow(s, t) for s, t in pairs], duration_s=window)
-            # One compact XCom: counts per pair, not each heartbeat.
-            return {
-                "window_s": window,
-                "pairs": {r.flow: {"emitted": r.emitted, "last_ms": r.last_ms} for r in runs},
-            }
-
-        emit()
+        EmitHeartbeatsOperator(
+            task_id="emit",
+            config_path=path,
+            pairs=pairs,
+            intervals=intervals,
+            run=run,
+            execution_timeout=period + timedelta(seconds=2 * FLUSH_TIMEOUT_S),
+        )
     return dag
 
 
@@ -123,7 +161,7 @@ def topic_job_dag(path: str, flow: FlowConfig, job: TopicJob) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, job.name, f"{source}->{target}"],
+        tags=dag_tags(job.name, flow.name),
         default_args={"retries": 0},
         doc_md=(
             f"**{source} → {target}**: {job.description}.\n\n"

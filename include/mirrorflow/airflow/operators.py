@@ -18,9 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION
+from mirrorflow.airflow.spark_output import SparkOutputLog, failure_text
+from mirrorflow.airflow.task_errors import record_error
 from mirrorflow.config import ConfigError, load_config
 from mirrorflow.config.airflow_connections import fetch_connection_extra
 from mirrorflow.config.properties import parse_properties
@@ -108,6 +111,7 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         self.target = target
         self.spark_conn_id = conn_id
         self.deploy_mode = kwargs.get("deploy_mode")
+        self._output: SparkOutputLog | None = None
 
     def execute(self, context: Any) -> None:
         extras = self._connection_extras()
@@ -118,8 +122,19 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         self.env_vars, self.conf = env, conf
         try:
             super().execute(context)
+        except Exception as exc:
+            said = list(self._output.errors) if self._output is not None else []
+            record_error(failure_text(exc, said))
+            raise
         finally:
             self.env_vars, self.conf = rendered_env, rendered_conf
+
+    def _get_hook(self) -> SparkSubmitHook:
+        """The provider's hook, its output lines logged at their own levels (spark_output)."""
+        hook = super()._get_hook()
+        self._output = SparkOutputLog(hook.log)
+        hook._log = self._output
+        return hook
 
     def submit_settings(self, connection_extras: str | None) -> tuple[dict[str, str], dict[str, Any]]:
         """The environment and Spark conf spark-submit gets: the rendered ones, plus the Python

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from mirrorflow.airflow.settings import config_path
 from mirrorflow.airflow.status_app import READ_TIMEOUT_S, create_app
-from mirrorflow.airflow.status_page import AirflowFacts
+from mirrorflow.airflow.status_links import AirflowFacts, DagRunFacts
 from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.control.status_snapshots import REFRESH_S
 
@@ -37,17 +37,20 @@ def _connection_extra(conn_id: str) -> dict[str, Any]:
 
 
 def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> AirflowFacts:
-    """Which of `dag_ids` Airflow has (parsed and not stale) and which are paused, and the state of
-    each (dag_id, run_id) of `runs` that Airflow has: two queries of the api-server's metadata DB."""
+    """Which of `dag_ids` Airflow has (parsed and not stale) and which are paused, each one's
+    newest run, newest finished run and newest successful run and how many of its runs failed,
+    and the state of each (dag_id, run_id) of `runs` that Airflow has: nine queries of the
+    api-server's metadata DB, whatever the number of DAGs."""
     from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session
-    from sqlalchemy import select
+    from sqlalchemy import and_, func, or_, select
 
+    wanted_dags = list(dag_ids)
     with create_session() as session:
         dags = session.execute(
             select(DagModel.dag_id, DagModel.is_paused).where(
-                DagModel.dag_id.in_(list(dag_ids)), DagModel.is_stale.is_(False)
+                DagModel.dag_id.in_(wanted_dags), DagModel.is_stale.is_(False)
             )
         ).all()
         wanted = set(runs)
@@ -56,11 +59,47 @@ def airflow_facts(dag_ids: Sequence[str], runs: Sequence[tuple[str, str]]) -> Ai
                 DagRun.dag_id.in_({dag for dag, _ in wanted}), DagRun.run_id.in_({run for _, run in wanted})
             )
         ).all()
+
+        def newest(*conditions: Any) -> dict[str, DagRunFacts]:
+            latest = session.execute(
+                select(DagRun.dag_id, func.max(DagRun.run_after))
+                .where(DagRun.dag_id.in_(wanted_dags), *conditions)
+                .group_by(DagRun.dag_id)
+            ).all()
+            if not latest:
+                return {}
+            rows = session.execute(
+                select(DagRun.dag_id, DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.end_date).where(
+                    or_(*(and_(DagRun.dag_id == dag, DagRun.run_after == after) for dag, after in latest)),
+                    *conditions,
+                )
+            ).all()
+            return {
+                dag: DagRunFacts(str(run_id), str(state), _ms(start), _ms(end))
+                for dag, run_id, state, start, end in rows
+            }
+
+        last_run = newest()
+        last_finished = newest(DagRun.state.in_(["success", "failed"]))
+        last_success = newest(DagRun.state == "success")
+        failed = session.execute(
+            select(DagRun.dag_id, func.count())
+            .where(DagRun.dag_id.in_(wanted_dags), DagRun.state == "failed")
+            .group_by(DagRun.dag_id)
+        ).all()
     return AirflowFacts(
         dags=frozenset(dag for dag, _ in dags),
         paused=frozenset(dag for dag, paused in dags if paused),
         runs={(dag, run): str(state) for dag, run, state in found if (dag, run) in wanted},
+        last_run=last_run,
+        last_finished=last_finished,
+        last_success=last_success,
+        failed_runs={dag: int(count) for dag, count in failed},
     )
+
+
+def _ms(moment: Any) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
 
 
 def seconds_from_env(name: str, default: float) -> float:

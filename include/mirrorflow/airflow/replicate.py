@@ -9,20 +9,19 @@ to report on then, ends upstream_failed instead of failing on the missing plan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, get_current_context, task
 
 from mirrorflow.airflow.operators import MirrorflowCopyOperator
+from mirrorflow.airflow.tags import dag_tags
+from mirrorflow.airflow.task_errors import failing_at_once
 from mirrorflow.config import FlowConfig, MirrorConfig
 
 log = logging.getLogger(__name__)
 
 START = datetime(2024, 1, 1)
-TAGS = ["mirrorflow"]
 # report runs after a failed copy too (it says which partitions failed), but only on a plan that
 # succeeded: with both plan and copy upstream, "all done, at least one success" means exactly that.
 REPORT_TRIGGER_RULE = "all_done_min_one_success"
@@ -40,30 +39,26 @@ def _run_id() -> str:
     return get_current_context()["run_id"]
 
 
-@contextmanager
-def failing_at_once(*also: type[Exception]) -> Iterator[None]:
-    """Fail the task without retries, with the error's message alone, where retrying cannot help.
-    A cluster that did not answer has had its whole wait (mirrorflow.cluster.unreachable.timeout.ms)
-    already: the task fails at once with that one message instead of being retried into minutes
-    of the same wait; the next run is the retry. A missing ACL is not granted by waiting either,
-    nor is anything in `also` (errors only a change of config or request fixes)."""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from mirrorflow.kafka import ClusterUnreachable
-    from mirrorflow.ops.acls import MissingAcl
-
-    try:
-        yield
-    except (ClusterUnreachable, MissingAcl, *also) as exc:
-        raise AirflowFailException(str(exc)) from None
-
-
-def _plan(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
-    """plan_run for a plan task, failing at once where retrying cannot help (failing_at_once)."""
+def plan_and_log(config_path: str, source: str, target: str, **options: Any) -> dict[str, Any]:
+    """plan_run for a plan task, failing at once where retrying cannot help (failing_at_once),
+    saying first what it asks and then the plan as a table (tables.plan_lines): the task's log
+    tells within seconds what it is doing, and a plan in rows, not as one long dict."""
     from mirrorflow.replicate.service import plan_run
+    from mirrorflow.replicate.tables import plan_lines
 
+    log.info(
+        "planning %s -> %s: reading topics and offsets of %s, progress on %s%s",
+        source,
+        target,
+        source,
+        target,
+        f" (topics {options['topics']})" if options.get("topics") else "",
+    )
     with failing_at_once():
-        return plan_run(config_path, source, target, run_id=_run_id(), **options)
+        overview = plan_run(config_path, source, target, run_id=_run_id(), **options)
+    for line in plan_lines(overview):
+        log.info("%s", line)
+    return overview
 
 
 def report_and_log(path: str, flow: FlowConfig, planned: dict[str, Any], *, run_id: str) -> dict[str, Any]:
@@ -125,7 +120,7 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
         start_date=START,
         catchup=False,
         max_active_runs=1,
-        tags=[*TAGS, "replicate", f"{source}->{target}"],
+        tags=dag_tags("replicate", flow.name),
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
         doc_md=(
             f"Replicates **{source} → {target}** with MirrorMaker 2's topic names, progress and offset-syncs.\n\n"
@@ -135,9 +130,9 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
         ),
     ) as dag:
 
-        @task(task_id="plan")
+        @task(task_id="plan", show_return_value_in_logs=False)
         def plan() -> dict[str, Any]:
-            return _plan(path, source, target)
+            return plan_and_log(path, source, target)
 
         copy = MirrorflowCopyOperator(
             task_id="copy",
@@ -147,9 +142,10 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
             plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
         )
 
-        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0)
+        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0, show_return_value_in_logs=False)
         def report(planned: dict[str, Any]) -> dict[str, Any]:
-            return report_and_log(path, flow, planned, run_id=_run_id())
+            with failing_at_once():
+                return report_and_log(path, flow, planned, run_id=_run_id())
 
         planned = plan()
         planned >> copy >> report(planned)

@@ -32,17 +32,18 @@ from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from mirrorflow import metrics
-from mirrorflow.airflow.status_page import (
+from mirrorflow.airflow.status_cells import ago
+from mirrorflow.airflow.status_cells import utc as when
+from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_links import (
     AirflowFacts,
     AirflowReader,
-    PageView,
-    ago,
+    airflow_runs_document,
     paused_hints,
-    render_content,
-    render_page,
     wanted_from_airflow,
 )
-from mirrorflow.airflow.status_page import utc as when
+from mirrorflow.airflow.status_metrics import AirflowRunsCollector
+from mirrorflow.airflow.status_page import render_content, render_page
 from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, mirror_status
@@ -129,7 +130,9 @@ def create_app(
         if token and not hmac.compare_digest(authorization or "", f"Bearer {token}"):
             raise HTTPException(status_code=401, detail=f"send Authorization: Bearer <{TOKEN_ENV}>")
         current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
-        return Response(metrics.render(current), media_type="text/plain; version=0.0.4")
+        known = AirflowFacts() if current is None else facts.get(current, latest.get("config"))
+        text = metrics.render(current, extra=[AirflowRunsCollector(current, known)])
+        return Response(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/ui", dependencies=guarded)
     def ui(fragment: bool = False, theme: str | None = None) -> HTMLResponse:
@@ -175,7 +178,9 @@ class FactsCache:
 def status_document(view: PageView) -> dict[str, Any]:
     """The /status JSON: the snapshot (what `mirrorflow status --json` prints, with stale marks),
     `snapshot` (its state and age), `banners` (one per unreachable cluster or unread flow) and
-    `hints` (one per paused DAG the figures wait on). While the first snapshot is collected:
+    `hints` (one per paused DAG the figures wait on) and `airflow_runs` (per flow, its
+    replication DAG's last run, last successful run and failed runs, as Airflow has them). While
+    the first snapshot is collected:
     state "collecting", no clusters and no flows."""
     if view.status is None:
         body: dict[str, Any] = {"generated_ms": None, "clusters": [], "flows": []}
@@ -184,6 +189,7 @@ def status_document(view: PageView) -> dict[str, Any]:
     body["snapshot"] = view.snapshot
     body["banners"] = view.banners
     body["hints"] = view.hints
+    body["airflow_runs"] = {} if view.status is None else airflow_runs_document(view.status, view.facts)
     return body
 
 

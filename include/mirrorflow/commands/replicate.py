@@ -37,6 +37,7 @@ from mirrorflow.replicate.progress import ProgressReadError
 from mirrorflow.replicate.report import worst_rows
 from mirrorflow.replicate.tables import summary_table
 from mirrorflow.replicate.topics import InternalTopicError
+from mirrorflow.replicate.until import parse_until
 from mirrorflow.replicate.watch import Figures, ProgressWatcher, RunProgress, UnitKey
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
@@ -84,7 +85,7 @@ def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: str | Non
 
 def _parse_until(_ctx: click.Context, _param: click.Parameter, value: str) -> int | None:
     try:
-        return service.parse_until(value)
+        return parse_until(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
 

@@ -31,8 +31,11 @@ from mirrorflow.commands.replicate import (
     _parse_until,
     cli_run_id,
 )
-from mirrorflow.ops import verify, verify_service
 from mirrorflow.ops.acls import MissingAcl
+from mirrorflow.ops.verification import service as verify_service
+from mirrorflow.ops.verification.plan import VerifyError
+from mirrorflow.ops.verification.report import VerificationFailed, mismatch_line
+from mirrorflow.replicate.tables import topic_figures_table
 
 INCOMPLETE_EXIT = 3
 MISMATCH_LINES = 20
@@ -47,20 +50,22 @@ def _sample(_ctx: click.Context, _param: click.Parameter, value: float | None) -
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
-    table = Table(title=f"verification {summary['run_id']} of {summary['flow']}")
-    for name in ("topic", "partitions", "compared", "matched", "wrong", "explained", "not copied yet"):
-        table.add_column(name, justify="left" if name == "topic" else "right")
-    for topic, row in summary["topics"].items():
-        table.add_row(
-            escape(topic),
-            f"{row['partitions']:,}",
-            f"{row['compared']:,}",
-            f"{row['matched']:,}",
-            f"[red]{row['wrong']:,}[/red]" if row["wrong"] else "0",
-            f"{row['explained']:,}",
-            f"{row['pending']:,}",
-        )
-    return table
+    return topic_figures_table(
+        f"verification {summary['run_id']} of {summary['flow']}",
+        ("topic", "partitions", "compared", "matched", "wrong", "explained", "not copied yet"),
+        (
+            (
+                topic,
+                row["partitions"],
+                row["compared"],
+                row["matched"],
+                f"[red]{row['wrong']:,}[/red]" if row["wrong"] else 0,
+                row["explained"],
+                row["pending"],
+            )
+            for topic, row in summary["topics"].items()
+        ),
+    )
 
 
 def print_summary(console: Console, summary: dict[str, Any]) -> None:
@@ -92,7 +97,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     if summary["confidence"]:
         console.print(f"sample: {escape(summary['confidence'])}")
     for row in summary["mismatches"][:MISMATCH_LINES]:
-        console.print(f"[red]{escape(verify.mismatch_line(row))}[/red]", highlight=False)
+        console.print(f"[red]{escape(mismatch_line(row))}[/red]", highlight=False)
     if summary["mismatch_count"] > MISMATCH_LINES:
         console.print(f"[red]... and {summary['mismatch_count'] - MISMATCH_LINES:,} more mismatches[/red]")
     for row in summary["errors"]:
@@ -162,9 +167,9 @@ def verify_command(
             seed=seed,
             connect_timeout_s=connect_timeout,
         )
-    except verify.VerificationFailed as exc:
+    except VerificationFailed as exc:
         summary = dict(exc.summary)
-    except (*_PLAN_ERRORS, MissingAcl, verify.VerifyError) as exc:
+    except (*_PLAN_ERRORS, MissingAcl, VerifyError) as exc:
         message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
         raise click.ClickException(f"{flow.name} verification failed to run: {message}") from exc
     if output == "json":

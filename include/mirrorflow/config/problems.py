@@ -32,6 +32,7 @@ def printable(text: str) -> str:
 class Severity(Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # what a check could not look at, and how to let it; nothing is wrong
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,10 @@ class Problem:
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
 
+    @property
+    def is_warning(self) -> bool:
+        return self.severity is Severity.WARNING
+
     def __str__(self) -> str:
         return f"{self.severity.value}: {self.key}: {self.message} (fix: {self.fix})"
 
@@ -59,6 +64,10 @@ def error(key: str, message: str, fix: str) -> Problem:
 
 def warning(key: str, message: str, fix: str) -> Problem:
     return Problem(key, Severity.WARNING, message, fix)
+
+
+def note(key: str, message: str, fix: str) -> Problem:
+    return Problem(key, Severity.NOTE, message, fix)
 
 
 def unique(problems: Iterable[Problem]) -> list[Problem]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -186,8 +187,11 @@ def emit_heartbeats(
     *,
     duration_s: float = 0.0,
     connection_extra: ConnectionExtra | None = None,
+    stop: threading.Event | None = None,
 ) -> list[HeartbeatRun]:
-    """Emit each flow's heartbeats for `duration_s` (0: one heartbeat each) and return what was written.
+    """Emit each flow's heartbeats for `duration_s` (0: one heartbeat each) and return what was
+    written; `stop` ends the window early (Airflow asks a task to stop on shutdown, and an
+    hour-long window must not hold a worker until it is killed).
 
     Creates the heartbeats topic on each target first (compacted, one partition,
     heartbeats.topic.replication.factor), as MirrorHeartbeatConnector does. Raises
@@ -218,10 +222,14 @@ def emit_heartbeats(
         )
     schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
     start = time.monotonic()
+    stopping = stop if stop is not None else threading.Event()
     for offset, index in schedule:
-        delay = start + offset - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        if stopping.wait(max(0.0, start + offset - time.monotonic())):
+            log.info(
+                "heartbeats stopped early, %.0f s into the window: the task was asked to stop",
+                time.monotonic() - start,
+            )
+            break
         emitters[index].emit(int(time.time() * 1000))
     runs = [emitter.finish() for emitter in emitters] + unstarted
     for run in runs:

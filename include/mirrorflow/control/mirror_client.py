@@ -19,14 +19,13 @@ dead cluster costs one timeout, and their errors say which cluster is down.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.config import FlowConfig, MirrorConfig
@@ -39,29 +38,21 @@ from mirrorflow.kafka import (
     admin_client,
     list_offsets,
     no_answer,
-    reader,
-    watermarks,
 )
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
-from mirrorflow.ops.verify import SUMMARY_KIND as VERIFY_SUMMARY_KIND
+from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
+from mirrorflow.ops.verification.report import SUMMARY_KIND as VERIFY_SUMMARY_KIND
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.replication import DEFAULT_POLICY_CLASS, ReplicationPolicy, load_replication_policy
 from mirrorflow.replicate.progress import ProgressReadError, read_progress
-from mirrorflow.replicate.runs import (
-    CHUNK_HEADER,
-    RUNS_TOPIC,
-    RunRecordMissing,
-    parse_key,
-    read_run_record_at,
-)
+from mirrorflow.replicate.run_history import newest_run_records, read_ranges
 
 log = logging.getLogger("mirrorflow.status")
 
 TIMEOUT_S = 15.0
 POLICY_CLASS_KEY = "replication.policy.class"
 SUMMARY_KIND = "summary"
-FIRST_SCAN = 64  # run records read back from the end before widening the search
-STATUS_FETCH_WAIT_MS = 20
+HISTORY_ROWS = 10  # migrations and verifications of a flow listed, the newest first
 ERROR_CHARS = 400  # an error shown on the status: librdkafka's lines can run long
 # librdkafka's answers that mean nothing of the cluster can be read now (its brokers down or not
 # reachable from here, or refusing our login), not that one topic or permission is missing.
@@ -253,41 +244,6 @@ class MirrorClient:
         return latest
 
 
-def read_ranges(
-    consumer_config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], idle_timeout_s: float
-) -> Iterator[Message]:
-    """Records of several partitions, each from its start up to its end (exclusive), with one
-    consumer: status reads many tiny topics, and a consumer per partition costs a fetch wait each."""
-    pending = {tp for tp, (start, end) in ranges.items() if start < end}
-    if not pending:
-        return
-    # The reads are short and end at known offsets: an empty fetch held for the default 500 ms
-    # would only delay the end-of-partition signal.
-    consumer = reader({**consumer_config, "fetch.wait.max.ms": STATUS_FETCH_WAIT_MS})
-    try:
-        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
-        last_seen = time.monotonic()
-        while pending:
-            message = consumer.poll(0.2)
-            if message is None:
-                if time.monotonic() - last_seen > idle_timeout_s:
-                    names = ", ".join(f"{t}-{p}" for t, p in sorted(pending))
-                    raise KafkaCallError(f"{names} stopped before the offsets to read up to")
-                continue
-            last_seen = time.monotonic()
-            tp = (message.topic(), message.partition())
-            error = message.error()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(error)
-            end = ranges[tp][1]
-            if error is None and message.offset() < end:
-                yield message
-            if message.offset() + (0 if error is not None else 1) >= end:
-                pending.discard(tp)
-    finally:
-        consumer.close()
-
-
 @dataclass
 class UpstreamStatus:
     """An upstream cluster as this cluster's heartbeat topics show it."""
@@ -322,12 +278,16 @@ class FlowStatus:
     flow: str
     source: str | None = None
     target: str | None = None
+    # The flow's cap in the config now (mirrorflow.replicate.max.bytes.per.second); 0: none.
+    max_bytes_per_second: int = 0
     last_run: dict[str, Any] | None = None
     last_run_ms: int | None = None  # when the summary was written
     # The newest verification's verdict and figures (verification_overview); its mismatches stay
     # in the stored summary and report.
     last_verification: dict[str, Any] | None = None
     last_verification_ms: int | None = None  # when its summary was written
+    # The newest migrations and verifications of the flow (history_entry), the newest first.
+    history: list[dict[str, Any]] = field(default_factory=list)
     # Offsets of the source not replicated yet, per source topic, measured now from the flow's
     # stored source offsets, which MM2 and mirrorflow both keep: it shows a flow MM2 runs too.
     lag: dict[str, int] | None = None
@@ -404,61 +364,6 @@ def cluster_status(client: MirrorClient, alias: str, now_ms: int) -> ClusterStat
     return status
 
 
-def last_run_summaries(
-    consumer_config: dict[str, Any],
-    flow: str,
-    kinds: Iterable[str] = (SUMMARY_KIND,),
-    *,
-    timeout_s: float = TIMEOUT_S,
-) -> dict[str, tuple[dict[str, Any], int]]:
-    """The newest whole run record of each of `kinds` of `flow` in the run-records topic and when
-    it was written; kinds not found are left out.
-
-    The topic keeps a month of plans and reports, so it is read backwards from its end in
-    widening windows instead of from the beginning, once for all the kinds, and only until each
-    is found. Summaries are small enough to be single records (old and new alike); one stored in
-    chunks is put together from its first chunk, and one that cannot be (its writer stopped
-    mid-way) is passed over for the one before.
-    """
-    wanted = set(kinds)
-    newest: dict[str, tuple[dict[str, Any], int]] = {}
-    consumer = reader(consumer_config)
-    try:
-        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
-        if meta is None or meta.error is not None:
-            return newest
-        low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
-    finally:
-        consumer.close()
-    window = FIRST_SCAN
-    end = high
-    while end > low and wanted - newest.keys():
-        start = max(low, end - window)
-        # (offset, kind, body or None for a chunked one to put together, timestamp), oldest first
-        found: list[tuple[int, str, str | None, int]] = []
-        for message in read_ranges(consumer_config, {(RUNS_TOPIC, 0): (start, end)}, timeout_s):
-            name, _, kind, chunked = parse_key(message)
-            if name != flow or kind not in wanted or kind in newest:
-                continue
-            if not chunked:
-                found.append((message.offset(), kind, message.value().decode(), message.timestamp()[1]))
-            elif dict(message.headers() or ()).get(CHUNK_HEADER) == b"0":
-                found.append((message.offset(), kind, None, message.timestamp()[1]))
-        for offset, kind, body, timestamp_ms in reversed(found):
-            if kind in newest:
-                continue
-            if body is None:
-                try:
-                    body = read_run_record_at(consumer_config, offset).body
-                except RunRecordMissing as exc:
-                    log.warning("%s", exc)
-                    continue
-            newest[kind] = (json.loads(body), timestamp_ms)
-        end = start
-        window *= 4
-    return newest
-
-
 def verification_overview(summary: dict[str, Any]) -> dict[str, Any]:
     """What the status shows of a verification summary: its verdict and figures, a few hundred
     bytes whatever the summary's mismatch and topic lists hold."""
@@ -476,6 +381,32 @@ def verification_overview(summary: dict[str, Any]) -> dict[str, Any]:
         "confidence": summary.get("confidence"),
         "mismatch_count": summary.get("mismatch_count", 0),
     }
+
+
+def migration_overview(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the status shows of a migration summary: its outcome and figures."""
+    moved = summary.get("groups_moved") or summary.get("would_move") or []
+    return {
+        "run_id": summary.get("run_id"),
+        "outcome": summary.get("outcome"),
+        "done": summary.get("done", not summary.get("failed_steps")),
+        "records": summary.get("records"),
+        "verdict": summary.get("verdict"),
+        "approval": summary.get("approval"),
+        "dry_run": summary.get("dry_run", False),
+        "groups_moved": len(moved),
+        "groups_blocked": len(summary.get("groups_blocked") or {}),
+    }
+
+
+def history(
+    verifications: list[tuple[dict[str, Any], int]], migrations: list[tuple[dict[str, Any], int]]
+) -> list[dict[str, Any]]:
+    """Migrations and verifications, each with its kind and when its summary was written, the
+    newest first, at most HISTORY_ROWS."""
+    rows = [{"kind": "verification", "at_ms": at, **verification_overview(s)} for s, at in verifications]
+    rows += [{"kind": "migration", "at_ms": at, **migration_overview(s)} for s, at in migrations]
+    return sorted(rows, key=lambda r: -r["at_ms"])[:HISTORY_ROWS]
 
 
 def flow_lag(
@@ -578,20 +509,29 @@ def flow_status(
 ) -> FlowStatus:
     """One flow's last run, last verification and lag now; `down` names the clusters found not
     answering (alias -> why), which are not asked again. `as_of_ms` is set when all was read."""
-    row = FlowStatus(flow.name, source=flow.source, target=flow.target)
+    row = FlowStatus(
+        flow.name,
+        source=flow.source,
+        target=flow.target,
+        max_bytes_per_second=flow.replicate_max_bytes_per_second,
+    )
     if flow.target in down:
         row.error = f"target {flow.target} unreachable: {down[flow.target]}"
         return row
     consumer = status_client_config(flow, "target", "consumer", connection_extra)
     try:
-        found = last_run_summaries(
-            consumer, flow.name, (SUMMARY_KIND, VERIFY_SUMMARY_KIND), timeout_s=timeout_s
+        found = newest_run_records(
+            consumer,
+            flow.name,
+            {SUMMARY_KIND: 1, VERIFY_SUMMARY_KIND: HISTORY_ROWS, MIGRATION_SUMMARY_KIND: HISTORY_ROWS},
+            timeout_s=timeout_s,
         )
         if SUMMARY_KIND in found:
-            row.last_run, row.last_run_ms = found[SUMMARY_KIND]
+            row.last_run, row.last_run_ms = found[SUMMARY_KIND][0]
         if VERIFY_SUMMARY_KIND in found:
-            summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND]
+            summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND][0]
             row.last_verification = verification_overview(summary)
+        row.history = history(found.get(VERIFY_SUMMARY_KIND, []), found.get(MIGRATION_SUMMARY_KIND, []))
         if flow.source in down:
             row.error = f"source {flow.source} unreachable: {down[flow.source]}"
             return row

@@ -162,6 +162,8 @@ def _carry_flow(before: FlowStatus | None, flow: FlowStatus, now_ms: int) -> Non
     if flow.last_verification is None:
         flow.last_verification = before.last_verification
         flow.last_verification_ms = before.last_verification_ms
+    if not flow.history:
+        flow.history = before.history
     if flow.lag is None:
         flow.lag = before.lag
 

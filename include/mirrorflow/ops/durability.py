@@ -11,15 +11,14 @@ acknowledged records. Acknowledged records survive any one broker failure with r
 factor >= 3, min.insync.replicas = 2 (below the replication factor) and unclean leader election
 off.
 
-One flow costs one metadata request to each cluster and one DescribeConfigs request to the
-target (every topic, plus one broker's defaults for topics not created yet), however many
-partitions there are.
+One flow costs one metadata request to each cluster and two DescribeConfigs requests to the
+target (every topic; one broker's defaults for topics not created yet), however many partitions
+there are. How a shortfall is told is durability_words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
@@ -28,35 +27,19 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem
 from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.kafka import admin_client
+from mirrorflow.ops.durability_words import (
+    REMOTE,
+    Replication,
+    WrittenTopic,
+    problem,
+    shortfalls,
+    unchecked_note,
+)
 from mirrorflow.policy import should_replicate_topic
 
-MIN_REPLICATION_FACTOR = 3
-MIN_INSYNC_REPLICAS = 2
 TIMEOUT_S = 30.0
-REMOTE = "remote topic"
-NAMES_SHOWN = 10  # remote topics named in one problem; the rest are counted
 # Topic configs that decide durability; config sync must leave them alone on remote topics.
 DURABILITY_CONFIGS = ("min.insync.replicas", "unclean.leader.election.enable")
-
-
-@dataclass(frozen=True)
-class WrittenTopic:
-    """A topic a flow writes on its target, and the MM2 key that sets its replication factor
-    when mirrorflow creates it (-1: the broker's default.replication.factor)."""
-
-    name: str
-    what: str
-    factor_key: str
-    factor: int
-
-
-@dataclass(frozen=True)
-class Replication:
-    """A topic's effective settings (or a missing topic's, as it would be created)."""
-
-    factor: int
-    min_insync: int
-    unclean: bool
 
 
 def written_topics(
@@ -114,65 +97,6 @@ def written_topics(
     return out
 
 
-def shortfalls(settings: Replication, *, brokers: int | None = None) -> list[str]:
-    """Why acknowledged writes to a topic with these settings could be lost (or stop), in words.
-    `brokers`: the cluster's broker count, for a topic still to be created."""
-    rf, isr = settings.factor, settings.min_insync
-    reasons = []
-    if brokers is not None and rf > brokers:
-        reasons.append(
-            f"replication factor {rf} needs {rf} brokers and there are {brokers}: creating it fails"
-        )
-    if rf < MIN_REPLICATION_FACTOR:
-        reasons.append(f"replication factor {rf} (fewer than {MIN_REPLICATION_FACTOR} copies)")
-    if isr < MIN_INSYNC_REPLICAS:
-        reasons.append(
-            f"min.insync.replicas {isr}: acks=all is then satisfied by the leader alone, and a leader "
-            "failover can lose acknowledged records"
-        )
-    if isr > rf:
-        reasons.append(f"min.insync.replicas {isr} > replication factor {rf}: every write is refused")
-    elif rf > 1 and isr == rf:
-        reasons.append(
-            f"min.insync.replicas {isr} = replication factor {rf}: writes stop while one of its brokers is down"
-        )
-    if settings.unclean:
-        reasons.append(
-            "unclean.leader.election.enable=true: an out-of-sync replica can become leader and drop "
-            "acknowledged records"
-        )
-    return reasons
-
-
-def _fix(topic: WrittenTopic, names: list[str], settings: Replication, *, exists: bool, brokers: int) -> str:
-    rf, isr = settings.factor, settings.min_insync
-    parts = []
-    if brokers < MIN_REPLICATION_FACTOR and (rf < MIN_REPLICATION_FACTOR or rf > brokers):
-        parts.append(f"give the cluster at least {MIN_REPLICATION_FACTOR} brokers (it has {brokers})")
-    if rf < MIN_REPLICATION_FACTOR:
-        if exists:
-            parts.append(
-                f"raise the replication factor to {MIN_REPLICATION_FACTOR} with kafka-reassign-partitions.sh"
-            )
-        else:
-            parts.append(f"set {topic.factor_key} = {MIN_REPLICATION_FACTOR} before mirrorflow creates it")
-    configs = []
-    # With replication factor 2 and min.insync.replicas 2, raising the factor is the fix.
-    if isr < MIN_INSYNC_REPLICAS or (isr >= rf and isr != MIN_INSYNC_REPLICAS):
-        configs.append(f"min.insync.replicas={MIN_INSYNC_REPLICAS}")
-    if settings.unclean:
-        configs.append("unclean.leader.election.enable=false")
-    if configs and exists:
-        others = " (and the same for the others)" if len(names) > 1 else ""
-        parts.append(
-            f"kafka-configs.sh --alter --entity-type topics --entity-name {names[0]} "
-            f"--add-config {','.join(configs)}{others}"
-        )
-    elif configs:
-        parts.append(f"set {', '.join(configs)} on the target's brokers (or on the topic once it exists)")
-    return "; ".join(parts)
-
-
 def _as_int(entries: dict, name: str, default: int) -> int:
     entry = entries.get(name)
     try:
@@ -184,6 +108,14 @@ def _as_int(entries: dict, name: str, default: int) -> int:
 def _as_bool(entries: dict, name: str) -> bool:
     entry = entries.get(name)
     return entry is not None and str(entry.value).lower() == "true"
+
+
+def _not_authorized(exc: KafkaException) -> bool:
+    cause = exc.args[0] if exc.args else None
+    return isinstance(cause, KafkaError) and cause.code() in (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    )
 
 
 def _kafka_error(exc: KafkaException) -> str:
@@ -254,32 +186,40 @@ def check_flow_durability(
     metadata = _metadata(target_admin, flow.target, timeout_s)
     brokers = len(metadata.brokers)
     existing = {t.name for t in topics if t.name in metadata.topics and metadata.topics[t.name].error is None}
-    resources = [ConfigResource(ResourceType.TOPIC, name) for name in sorted(existing)]
+    requests = [[ConfigResource(ResourceType.TOPIC, name) for name in sorted(existing)]]
     if len(existing) < len({t.name for t in topics}) and metadata.brokers:
         # Topics not created yet will get the brokers' defaults; any broker answers for its own.
-        resources.append(ConfigResource(ResourceType.BROKER, str(min(metadata.brokers))))
+        # Asked on its own: a principal without DescribeConfigs on the cluster would otherwise
+        # see the whole request refused, the topics' settings with it.
+        requests.append([ConfigResource(ResourceType.BROKER, str(min(metadata.brokers)))])
     described: dict[str, dict] = {}
     unreadable: dict[str, str] = {}
-    if resources:
+    refused: dict[str, str] = {}  # what the principal may not DescribeConfigs: told once, as a note
+    for resources in filter(None, requests):
         for resource, future in target_admin.describe_configs(resources, request_timeout=timeout_s).items():
             key = "" if resource.restype == ResourceType.BROKER else resource.name
             try:
                 described[key] = future.result(timeout_s)
             except KafkaException as exc:
-                unreadable[key] = _kafka_error(exc)
+                (refused if _not_authorized(exc) else unreadable)[key] = _kafka_error(exc)
     defaults = described.get("", {})
 
     problems: list[Problem] = []
+    unchecked: list[str] = []
     remote: dict[tuple[bool, Replication], list[str]] = {}
     for topic in topics:
         exists = topic.name in existing
-        cause = unreadable.get(topic.name) if exists else unreadable.get("")
+        key = topic.name if exists else ""
+        if key in refused:
+            unchecked.append(topic.name if exists else f"{topic.name} (not created yet: the broker defaults)")
+            continue
+        cause = unreadable.get(key)
         if cause is not None:
             problems.append(
                 warning(
                     f"{flow.target}:{topic.name}",
                     f"{topic.what} {topic.name} on {flow.target}: its replication settings could not be read ({cause})",
-                    "allow DescribeConfigs on the topic and the cluster to the target's admin client",
+                    "check that the target answers DescribeConfigs, then run validate --connect again",
                 )
             )
             continue
@@ -304,31 +244,15 @@ def check_flow_durability(
         if topic.what == REMOTE:
             remote.setdefault((exists, settings), []).append(topic.name)
         else:
-            problems.append(_problem(flow, topic, [topic.name], settings, exists, brokers))
+            problems.append(problem(flow, topic, [topic.name], settings, exists, brokers))
     for (exists, settings), names in remote.items():
         topic = WrittenTopic(names[0], REMOTE, "replication.factor", flow.replication_factor)
-        problems.append(_problem(flow, topic, names, settings, exists, brokers))
+        problems.append(problem(flow, topic, names, settings, exists, brokers))
+    if unchecked:
+        problems.append(unchecked_note(flow, unchecked, broker_defaults="" in refused))
     if replicates:
         problems += config_sync_problems(flow)
     return problems
-
-
-def _problem(
-    flow: FlowConfig, topic: WrittenTopic, names: list[str], settings: Replication, exists: bool, brokers: int
-) -> Problem:
-    if len(names) == 1:
-        key, subject = f"{flow.target}:{names[0]}", f"{topic.what} {names[0]}"
-    else:
-        shown = ", ".join(names[:NAMES_SHOWN]) + (
-            f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
-        )
-        key, subject = f"{flow.target}: {len(names)} remote topics of {flow.name}", f"remote topics {shown}"
-    state = "" if exists else " (not created yet; as mirrorflow would create it)"
-    return warning(
-        key,
-        f"{subject} on {flow.target}{state}: {'; '.join(shortfalls(settings, brokers=None if exists else brokers))}",
-        _fix(topic, names, settings, exists=exists, brokers=brokers),
-    )
 
 
 def check_config_durability(config: MirrorConfig, *, timeout_s: float = TIMEOUT_S) -> list[Problem]:

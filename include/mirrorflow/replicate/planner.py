@@ -33,9 +33,17 @@ class PlanOutcome:
 
 
 def with_topics(flow: FlowConfig, topics_regex: str) -> FlowConfig:
-    """The flow with its `topics` include list replaced (a migration's topic choice)."""
+    """The flow with its `topics` include list replaced (a migration's or a verification's topic
+    choice). The choice is all it copies: MM2 adds heartbeat topics to every flow's topics, but a
+    person who asked for `orders` did not ask for `heartbeats` (a regex that names them still
+    gets them)."""
     topics = (topics_regex,)
-    return dataclasses.replace(flow, topics=topics, topic_filter=TopicFilter(topics, flow.topics_exclude))
+    return dataclasses.replace(
+        flow,
+        topics=topics,
+        topic_filter=TopicFilter(topics, flow.topics_exclude),
+        heartbeats_replication_enabled=False,
+    )
 
 
 def prepare_internal_topics(flow: FlowConfig, clients: FlowClients) -> list[str]:

@@ -303,6 +303,16 @@ XCOM_FIELDS = (
 )
 
 
+def achieved_bytes_per_second(summary: Mapping[str, Any]) -> float | None:
+    """The byte rate a run's copy reached: its bytes over the copy's time, the same bytes the
+    flow's cap (mirrorflow.replicate.max.bytes.per.second) counts, so the two compare. None for
+    a summary without the copy's time (written before it was kept, or a copy of no time)."""
+    seconds = summary.get("seconds") or 0
+    if seconds <= 0:
+        return None
+    return summary.get("totals", {}).get("bytes", 0) / seconds
+
+
 def xcom_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The summary without its per-topic rows and partition lists, and without the figures it
     holds twice (lag_left per topic beside the rows' own, lost_to_retention beside the totals')."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -27,39 +27,20 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics
 from mirrorflow.replicate.progress import ProgressReadError
 from mirrorflow.replicate.report import TOPIC_ROWS, RunReport, worst_rows
+from mirrorflow.replicate.run_history import newest_run_records
 from mirrorflow.replicate.runner import lag_left
+from mirrorflow.replicate.until import parse_until
 
 log = logging.getLogger(__name__)
 
 PLAN_DETAIL_LIMIT = 500  # spans listed in full in XCom; bigger plans show per-topic totals only
 NAMES_LIMIT = 100  # created / grown topics named in XCom; the plan record has them all
 TOPIC_ERRORS_LIMIT = 50  # topic errors carried in XCom and the summary; with their count
+LAST_COPY_TIMEOUT_S = 15.0
 
 
 class RunFailed(RuntimeError):
     """The run did not copy everything it planned; the message lists what and why."""
-
-
-def parse_until(text: str | int | None) -> int | None:
-    """`now` (or empty) -> None; epoch milliseconds or an ISO-8601 time (UTC if no zone) -> ms."""
-    if text is None:
-        return None
-    if isinstance(text, int):
-        return text
-    value = text.strip()
-    if value.lower() in ("", "now"):
-        return None
-    if value.isdigit():
-        return int(value)
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise ValueError(
-            f"until={text!r} is neither 'now', epoch milliseconds nor an ISO-8601 time such as 2026-11-21T12:00:00Z"
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def flow_for(config: MirrorConfig | str, source: str, target: str, topics: str | None) -> FlowConfig:
@@ -119,8 +100,11 @@ def plan_overview(outcome: PlanOutcome, plan_offset: int, *, until_ms: int | Non
         "mode": plan.mode,
         "delivery": plan.delivery,
         "until_ms": until_ms,
+        "created_ms": plan.created_ms,
         "topics": worst_rows(per_topic, ("lost", "pending"), TOPIC_ROWS),
         "topics_count": len(per_topic),
+        "partitions": len(plan.spans),
+        "pending": sum(s.pending for s in plan.spans),
         "units": len(units),
         "ranges": sum(len(s.ranges(plan.max_records)) for s in plan.spans),
         "spans": [
@@ -145,6 +129,40 @@ def plan_overview(outcome: PlanOutcome, plan_offset: int, *, until_ms: int | Non
         "restarted_partitions": _first(plan.restarted(), PLAN_DETAIL_LIMIT),
         "restarted_count": len(plan.restarted()),
     }
+
+
+def last_copy(clients: FlowClients, flow: str, summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The last run of the flow that copied any record: this one if it did, else what the
+    flow's previous summary says (an idle run, and a scheduled flow has many, would otherwise
+    hide when records last moved). None before the first copy."""
+    totals = summary["totals"]
+    if totals["records"]:
+        return {
+            "run_id": summary["run_id"],
+            "mode": summary["mode"],
+            "at_ms": int(time.time() * 1000),
+            "records": totals["records"],
+            "bytes": totals["bytes"],
+        }
+    try:
+        found = newest_run_records(
+            clients.target_consumer, flow, {"summary": 1}, timeout_s=LAST_COPY_TIMEOUT_S
+        )
+    except (KafkaCallError, KafkaException) as exc:  # the figures of this run stand without it
+        log.warning("%s: the last run that copied records could not be read: %s", flow, exc)
+        return None
+    if not found:
+        return None
+    previous, at_ms = found["summary"][0]
+    if previous.get("totals", {}).get("records"):
+        return {
+            "run_id": previous["run_id"],
+            "mode": previous.get("mode"),
+            "at_ms": at_ms,
+            "records": previous["totals"]["records"],
+            "bytes": previous["totals"].get("bytes", 0),
+        }
+    return previous.get("last_copy")
 
 
 def report_run(
@@ -183,6 +201,7 @@ def report_run(
     summary = report.summary()
     if lag_problem:
         summary["lag_unknown"] = lag_problem
+    summary["last_copy"] = last_copy(clients, flow.name, summary)
     shown_errors = _first(dict(topic_errors or {}), TOPIC_ERRORS_LIMIT)
     errors_count = max(len(topic_errors or {}), topic_errors_count or 0)
     summary["topic_errors"] = shown_errors

@@ -8,7 +8,7 @@ columns as rich does for output that is not a terminal.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -97,3 +97,36 @@ def run_table_lines(plan: Plan, summary: Mapping[str, Any]) -> list[str]:
     """The run's table and its totals line, as plain lines for a task log."""
     lines = plain_lines(summary_table(plan, summary)) if plan.spans else []
     return [*lines, totals_line(plan, summary)]
+
+
+def topic_figures_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
+    """A row per topic: the topic's name first, left and taken as text (a topic may be named
+    like rich markup), then its figures, right; a number is written with thousands separators,
+    a string (already marked up) as it is."""
+    table = Table(title=title)
+    for index, column in enumerate(columns):
+        table.add_column(column, justify="right" if index else "left")
+    for topic, *figures in rows:
+        table.add_row(escape(topic), *(f"{f:,}" if isinstance(f, int) else f for f in figures))
+    return table
+
+
+def plan_lines(overview: Mapping[str, Any]) -> list[str]:
+    """A plan as its task logs it (service.plan_overview): a row per topic, the most lost and
+    pending first (at most service.TOPIC_ROWS), and one line of totals."""
+    table = topic_figures_table(
+        f"{overview['flow']} {overview['mode']} plan {overview['run_id']}",
+        ("source topic", "partitions", "pending", "ranges", "lost to retention"),
+        (
+            (topic, row["partitions"], row["pending"], row["ranges"], row["lost"])
+            for topic, row in overview["topics"].items()
+        ),
+    )
+    more = overview["topics_count"] - len(overview["topics"])
+    return [
+        *(plain_lines(table) if overview["topics"] else []),
+        *([f"... and {more:,} more topic(s); the totals count them"] if more > 0 else []),
+        f"plan: {overview['topics_count']:,} topic(s), {overview['partitions']:,} partition(s), "
+        f"{overview['pending']:,} offset(s) pending in {overview['ranges']:,} range(s) over "
+        f"{overview['units']:,} partition(s) to copy",
+    ]

@@ -156,6 +156,24 @@ def progress_lines(flow: str, progress: RunProgress, limit: int = LOG_TOPICS) ->
     return [*lines, total]
 
 
+class ProgressLog:
+    """progress_lines for a log, only when the run has moved since the lines before: a copy
+    that waits (a Spark job starting, a slow target) would otherwise repeat the same block at
+    every interval, burying the lines that say something."""
+
+    def __init__(self, flow: str, progress: RunProgress) -> None:
+        self.flow = flow
+        self.progress = progress
+        self._last: Figures | None = None
+
+    def lines(self) -> list[str]:
+        total = self.progress.total()
+        if total == self._last:
+            return []
+        self._last = total
+        return progress_lines(self.flow, self.progress)
+
+
 class ProgressWatcher(threading.Thread):
     """Reads the run's partitions' progress from the target every `interval_s` while the copy
     runs, and hands it to `on_progress`."""

@@ -31,7 +31,7 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import RunReport
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.runs import read_run_record
-from mirrorflow.replicate.watch import ProgressWatcher, RunProgress, log_interval_s, progress_lines
+from mirrorflow.replicate.watch import ProgressLog, ProgressWatcher, RunProgress, log_interval_s
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
 log = logging.getLogger("mirrorflow.spark.copy")
@@ -100,7 +100,7 @@ def configure_logging() -> None:
 
 @contextmanager
 def progress_logged(flow: FlowConfig, clients: FlowClients, plan: Plan, interval_s: float) -> Iterator[None]:
-    """Log the run's progress per topic every `interval_s` while the block runs (watch.progress_lines:
+    """Log the run's progress per topic every `interval_s` while the block runs, when it moved (watch.ProgressLog:
     at most watch.LOG_TOPICS topics, the most behind first, and a total), as read from the
     flow's progress topic on the target: the executors report nothing before their share is
     done, and the copy writes that topic with every committed chunk anyway."""
@@ -108,10 +108,11 @@ def progress_logged(flow: FlowConfig, clients: FlowClients, plan: Plan, interval
         yield
         return
     progress = RunProgress(plan)
+    told = ProgressLog(flow.name, progress)
 
     def observed(stored: dict[tuple[str, int], int]) -> None:
         progress.observed(stored)
-        for line in progress_lines(flow.name, progress):
+        for line in told.lines():
             log.info("%s", line)
 
     watcher = ProgressWatcher(

@@ -10,10 +10,13 @@ from typing import Any
 from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.ops import verify
 from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.verification import plan as verify_plan
+from mirrorflow.ops.verification import report as verify_report
+from mirrorflow.ops.verification.run import compare_job_for, verify_locally
 from mirrorflow.replicate import runs
-from mirrorflow.replicate.service import flow_for, parse_until
+from mirrorflow.replicate.service import flow_for
+from mirrorflow.replicate.until import parse_until
 
 
 def _fix_and_store(
@@ -27,12 +30,12 @@ def _fix_and_store(
     delivery: str | None,
     ends: Mapping[tuple[str, int], int] | None,
     connect_timeout_s: float | None,
-) -> tuple[verify.VerifyPlan, int]:
+) -> tuple[verify_plan.VerifyPlan, int]:
     """Check both clusters answer and the ACLs are there, fix the plan and store it: the plan
     and its offset in the run-records topic."""
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, "verify", clients)
-    fixed = verify.plan_verify(
+    fixed = verify_plan.plan_verify(
         flow,
         clients,
         run_id=run_id,
@@ -42,7 +45,7 @@ def _fix_and_store(
         delivery=delivery,
         ends=ends,
     )
-    return fixed, verify.store_plan(clients, fixed)
+    return fixed, verify_plan.store_plan(clients, fixed)
 
 
 def plan(
@@ -75,7 +78,7 @@ def plan(
         ends=ends,
         connect_timeout_s=connect_timeout_s,
     )
-    return verify.plan_overview(fixed, offset)
+    return verify_plan.plan_overview(fixed, offset)
 
 
 def report(
@@ -97,14 +100,14 @@ def report(
             clients.target_consumer,
             flow.name,
             run_id,
-            verify.REPORT_KIND,
+            verify_report.REPORT_KIND,
             start=plan_offset,
             timeout_s=wait_s,
         )
     except runs.RunRecordMissing as exc:
-        raise verify.VerifyError(f"{exc}: the compare job did not finish; see its task's log") from exc
-    merged = verify.VerifyReport.merge([verify.VerifyReport(**body) for body in bodies])
-    return verify.finish(clients, merged)
+        raise verify_plan.VerifyError(f"{exc}: the compare job did not finish; see its task's log") from exc
+    merged = verify_report.VerifyReport.merge([verify_report.VerifyReport(**body) for body in bodies])
+    return verify_report.finish(clients, merged)
 
 
 def run_locally(
@@ -136,7 +139,7 @@ def run_locally(
         connect_timeout_s=connect_timeout_s,
     )
     started = int(time.time() * 1000)
-    checks = verify.verify_locally(verify.compare_job_for(flow, clients, fixed), fixed)
-    result = verify.VerifyReport.build(fixed, checks, started)
-    verify.store_report(clients, result)
-    return verify.finish(clients, result)
+    checks = verify_locally(compare_job_for(flow, clients, fixed), fixed)
+    result = verify_report.VerifyReport.build(fixed, checks, started)
+    verify_report.store_report(clients, result)
+    return verify_report.finish(clients, result)

@@ -1,0 +1,232 @@
+"""The status page's flows: each flow's health and its row.
+
+A flow's last run is the newest run of its replication DAG as Airflow has it, whatever it
+wrote: a run that failed before it could store a summary (a target that is down fails the plan)
+is the last run all the same, shown red with its logs, beside the last run that succeeded. The
+figures (records, failed partitions, lag left) are those of the newest summary in Kafka, named
+with the run that wrote them, and the last run that copied any record is shown on its own: after
+an idle run every figure is 0, and when records last moved is what a person asks next.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirrorflow.airflow.status_cells import (
+    LEVEL_WORD,
+    MUTED_DASH,
+    badge,
+    byte_rate,
+    count_cell,
+    lag_cell,
+    number,
+    sparkline,
+    state_badge,
+    table,
+    table_row,
+    time_html,
+)
+from mirrorflow.airflow.status_links import (
+    REPLICATE_TASKS,
+    AirflowFacts,
+    dag_url,
+    link,
+    log_links,
+    replicate_dag_id,
+    run_dag,
+    run_url,
+    summary_dags,
+    task_url,
+)
+from mirrorflow.config import MirrorConfig
+from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health, Thresholds, run_expected_s
+from mirrorflow.control.status_snapshots import LagHistory
+from mirrorflow.replicate.report import achieved_bytes_per_second
+from mirrorflow.replicate.until import utc_text
+
+
+@dataclass
+class PageView:
+    """Everything one rendering shows."""
+
+    status: MirrorStatus | None
+    snapshot: dict[str, Any]
+    banners: list[dict[str, Any]]
+    now_ms: int
+    history: LagHistory = field(default_factory=LagHistory)
+    facts: AirflowFacts = field(default_factory=AirflowFacts)
+    config: MirrorConfig | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    hints: list[dict[str, str]] = field(default_factory=list)
+
+
+def failed_run_problem(view: PageView, flow: FlowStatus) -> str | None:
+    """Why the flow's last finished Airflow run makes it red: it failed (with when it last
+    succeeded). A run under way after it does not clear that until it succeeds."""
+    dag = replicate_dag_id(str(flow.source), str(flow.target))
+    last = view.facts.last_finished.get(dag)
+    if last is None or last.state != "failed":
+        return None
+    success = view.facts.last_success.get(dag)
+    since = (
+        f"the last successful run ended {utc_text(success.at_ms)}"
+        if success is not None and success.at_ms
+        else "no run has succeeded yet"
+    )
+    when = f" at {utc_text(last.at_ms)}" if last.at_ms else ""
+    return f"the last run {last.run_id} failed{when}; {since}"
+
+
+def flow_health(view: PageView, flow: FlowStatus) -> Health:
+    """The flow's colour: red for a failed last run, failed partitions, offsets lost, a failed
+    verification or nothing readable; the last run's age against the schedule otherwise; stale
+    is at least amber."""
+    run = flow.last_run or {}
+    totals = run.get("totals", {})
+    problems = []
+    if failed := failed_run_problem(view, flow):
+        problems.append(failed)
+    if flow.error and not (flow.last_run or flow.lag):
+        problems.append("cannot be read")
+    if totals.get("failed_partitions"):
+        problems.append(f"{totals['failed_partitions']} failed partition(s)")
+    if run.get("lost_to_retention"):
+        problems.append(f"{run['lost_to_retention']} offset(s) lost to retention")
+    if (flow.last_verification or {}).get("verdict") == "failed":
+        problems.append("last verification failed")
+    if problems:
+        return Health(BAD, "; ".join(problems), label="failed" if failed else None)
+    if flow.last_run is None and not flow.stale:
+        return Health(UNKNOWN, "no mirrorflow run of this flow yet", label="no run yet")
+    expected = (
+        None if view.config is None else run_expected_s(view.config, str(flow.source), str(flow.target))
+    )
+    age = None if flow.last_run_ms is None else (view.now_ms - flow.last_run_ms) / 1000
+    health = view.thresholds.grade(age, expected, "last run")
+    if flow.stale and health.level in (OK, UNKNOWN):
+        return Health(WARN, f"values as last read: {flow.error}", label="stale")
+    return health
+
+
+def last_run_cell(view: PageView, flow: FlowStatus) -> str:
+    """The replication DAG's newest run: its state, when, its logs; and, when it did not
+    succeed, when the last run that did ended."""
+    dag = replicate_dag_id(str(flow.source), str(flow.target))
+    last = view.facts.last_run.get(dag)
+    if last is None:
+        return '<span class="muted">no Airflow run</span>' if view.facts.dags is not None else MUTED_DASH
+    shown = link(run_url(dag, last.run_id), last.run_id, f"{dag}: the DAG run in Airflow")
+    cell = (
+        f"{state_badge(last.state)} {time_html(last.at_ms, view.now_ms)}"
+        f'<div class="sub mono">{shown}</div><div class="sub">{log_links(dag, last.run_id, REPLICATE_TASKS)}</div>'
+    )
+    if last.state != "success":
+        success = view.facts.last_success.get(dag)
+        cell += (
+            f'<div class="sub">last success {time_html(success.at_ms, view.now_ms)}</div>'
+            if success is not None
+            else '<div class="sub">no successful run yet</div>'
+        )
+    return cell
+
+
+def figures_cell(view: PageView, flow: FlowStatus) -> str:
+    """The run the figures are of (the newest summary), linked where Airflow has it."""
+    run = flow.last_run or {}
+    run_id = str(run.get("run_id", ""))
+    dag = run_dag(summary_dags(flow), run_id, view.facts)
+    when = time_html(flow.last_run_ms, view.now_ms)
+    if dag is None:
+        return f'{when}<div class="sub mono" title="not an Airflow run (started from the CLI?)">{html.escape(run_id)}</div>'
+    shown = link(run_url(dag, run_id), run_id, f"{dag}: the DAG run in Airflow")
+    logs = link(task_url(dag, run_id, "report"), "report log", "the report task's log")
+    return f'{when}<div class="sub mono">{shown}</div><div class="sub">{logs}</div>'
+
+
+def last_copy_cell(view: PageView, flow: FlowStatus) -> str:
+    copy = (flow.last_run or {}).get("last_copy")
+    if not copy:
+        return '<span class="muted">none recorded</span>'
+    return f"{number(copy['records'])} record(s) {time_html(copy['at_ms'], view.now_ms)}"
+
+
+def rate_cell(flow: FlowStatus) -> str:
+    """The byte rate the last run's copy reached, beside the flow's configured cap: a run held
+    near its cap for long is a sign the cap, not the link, sets how far behind the flow falls."""
+    achieved = achieved_bytes_per_second(flow.last_run or {})
+    cap = flow.max_bytes_per_second
+    shown = MUTED_DASH if achieved is None else byte_rate(achieved)
+    limit = f"cap {byte_rate(cap)}" if cap else "no cap"
+    return f'{shown}<div class="sub" title="mirrorflow.replicate.max.bytes.per.second">{limit}</div>'
+
+
+def flows_table(view: PageView, status: MirrorStatus) -> str:
+    rows = []
+    for flow in status.flows:
+        health = flow_health(view, flow)
+        dag = replicate_dag_id(str(flow.source), str(flow.target))
+        name = link(dag_url(dag), flow.flow, f"the DAG {dag}") + (" (last known)" if flow.stale else "")
+        if dag in view.facts.paused:
+            name += ' <span class="badge warn" title="unpause it in Airflow">paused</span>'
+        cells = [name, badge(health.level, health.label or LEVEL_WORD[health.level], health.why)]
+        if flow.lag is None:
+            cells.append(MUTED_DASH)
+        else:
+            cells.append(
+                f"{lag_cell(sum(flow.lag.values()))} {sparkline(view.history.flow(flow.flow), 'lag now')}"
+            )
+        cells.append(last_run_cell(view, flow))
+        if flow.error and not flow.last_run and not flow.lag and not flow.last_verification:
+            cells.append(f'<span class="fg-bad">{html.escape(flow.error)}</span>')
+            rows.append(table_row(cells + [""] * 7, flow))
+            continue
+        if not flow.last_run:
+            rows.append(table_row(cells + ['<span class="muted">no mirrorflow run</span>'] + [""] * 7, flow))
+            continue
+        run, totals = flow.last_run, flow.last_run.get("totals", {})
+        lag_left = (
+            "unknown"
+            if run.get("lag_unknown")
+            else totals.get("lag_left", sum(run.get("lag_left", {}).values()))
+        )
+        restarted = run.get("restarted_count") or 0
+        again = count_cell(restarted)
+        if restarted:
+            shown = "; ".join(f"{p}: {why}" for p, why in list((run.get("restarted") or {}).items())[:3])
+            again += f'<div class="sub">{html.escape(shown)}</div>'
+        failed = totals.get("failed_partitions", 0)
+        failed_cell = count_cell(failed)
+        dag_of_run = run_dag(summary_dags(flow), str(run.get("run_id")), view.facts)
+        if dag_of_run:
+            failed_cell += (
+                f'<div class="sub">{link(task_url(dag_of_run, str(run["run_id"]), "copy"), "copy log")}</div>'
+            )
+        cells += [
+            figures_cell(view, flow),
+            number(totals.get("records", 0)),
+            rate_cell(flow),
+            failed_cell,
+            lag_cell(lag_left) if isinstance(lag_left, int) else html.escape(str(lag_left)),
+            count_cell(run.get("lost_to_retention") or 0),
+            again,
+            last_copy_cell(view, flow),
+        ]
+        rows.append(table_row(cells, flow))
+    headers = [
+        "Flow",
+        "Health",
+        "Lag now",
+        "Last run",
+        "Figures of",
+        "Records",
+        "Byte rate",
+        "Failed partitions",
+        "Lag left",
+        "Lost to retention",
+        "Copied again (topic recreated)",
+        "Last copy",
+    ]
+    return table("Flows", headers, rows, "no replication flow is enabled in the config")
