@@ -191,6 +191,24 @@ def test_resume_continues_after_stored_progress(clusters) -> None:
     assert [r.value for r in read_all(dst.bootstrap, "A.events")] == [f"{i}".encode() for i in range(500)]
 
 
+def test_a_copy_says_how_long_its_oldest_record_waited(clusters) -> None:
+    """UnitResult.waited_ms, the lag a micro-batch window reports in seconds: from the source
+    timestamp of the first record a copy moved to the commit that made it visible on the target."""
+    src, dst = clusters
+    create_topics(src.bootstrap, ("aged", 1))
+    create_topics(dst.bootstrap, ("A.aged", 1))
+    born = int(time.time() * 1000) - 90_000
+    produce(src.bootstrap, "aged", [{"value": b"%d" % i, "timestamp": born + 30_000 * i} for i in range(3)])
+    job = make_job(src, dst)
+    before = int(time.time() * 1000)
+    first = copy_unit(job, PartitionSpan("aged", 0, "A.aged", 0, 2))
+    second = copy_unit(job, PartitionSpan("aged", 0, "A.aged", 2, 3))
+    after = int(time.time() * 1000)
+    assert before - born <= first.waited_ms <= after - born
+    assert before - (born + 60_000) <= second.waited_ms <= after - (born + 60_000)
+    assert copy_unit(job, PartitionSpan("aged", 0, "A.aged", 3, 3)).waited_ms == -1
+
+
 def _spawn_copy(job: CopyJob, span: PartitionSpan) -> subprocess.Popen:
     code = "import pickle,sys; from mirrorflow.replicate.copy import copy_unit; copy_unit(*pickle.load(sys.stdin.buffer))"
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)

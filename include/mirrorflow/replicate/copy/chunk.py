@@ -76,6 +76,7 @@ class Chunk:
     processed: int = 0  # offsets read, records skipped as loops included
     reached_end: bool = False
     refused: KafkaError | None = None  # the record the target refused as too large (solo mode)
+    first_timestamp: int = -1  # the source timestamp of the chunk's first produced record
 
 
 @dataclass
@@ -147,6 +148,7 @@ class PartitionCopy:
         skipped = chunk.skipped_loops
         retimed = chunk.retimed
         last_processed = chunk.last_processed
+        first_timestamp = chunk.first_timestamp
         reached_end = False
         last = None if exact else _last_copied(batch, end, target)
         for message in batch:
@@ -213,6 +215,8 @@ class PartitionCopy:
                     message_text = over_producer_limit(span, target, job.target_producer, offset, size)
                     raise CopyError(message_text) from exc
                 raise
+            if first_timestamp < 0:
+                first_timestamp = ts
             ups.append(offset)
             chunk_bytes += (len(key) if key else 0) + (len(value) if value else 0)
             if (
@@ -229,6 +233,7 @@ class PartitionCopy:
         chunk.skipped_loops = skipped
         chunk.retimed = retimed
         chunk.last_processed = last_processed
+        chunk.first_timestamp = first_timestamp
         chunk.reached_end = reached_end
 
     def _refused(
