@@ -220,6 +220,7 @@ class _SlotCopy:
         producer goes, and each partition of `batch` is retried, goes on alone, or fails, as the
         error says."""
         job, writer = self.job, self.writer
+        writer.learn_fatal()
         self.reader_ok = False
         if self.reader is not None:
             self.shared.give_back(self.reader.pooled, reusable=False)
