@@ -66,4 +66,4 @@ docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --livereload --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 clean:
-	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/tools kafka/cds
+	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/lines kafka/tools kafka/cds

@@ -38,7 +38,7 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.control.checkpoints import checkpoint_pass
 from mirrorflow.control.groups import Committed, commit_offsets
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import admin_client, read_partition
 from mirrorflow.policy.provenance import read_provenance
 from mirrorflow.replicate.copy import copy_unit

@@ -274,10 +274,14 @@ def properties(path: Path, source: LocalKafka, target: LocalKafka, src: str, dst
     return path
 
 
-def mm2_runner(exactly_once: bool) -> Callable[..., Measure]:
+def mm2_runner(exactly_once: bool, settings: str = "") -> Callable[..., Measure]:
+    """`settings`: more properties lines, with {src} and {dst} standing for the run's aliases."""
+
     def run(ctx: Context, topic: str, size: int, records: int) -> Measure:
         src, dst = ctx.aliases("m")
-        extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n"
+        extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n" + settings.format(
+            src=src, dst=dst
+        )
         if exactly_once:
             port = free_port()
             extra += (
@@ -301,9 +305,12 @@ def mm2_runner(exactly_once: bool) -> Callable[..., Measure]:
     return run
 
 
-def mirrorflow_cli(ctx: Context, topic: str, size: int, records: int) -> Measure:
+def mirrorflow_cli(ctx: Context, topic: str, size: int, records: int, settings: str = "") -> Measure:
+    """`settings` as for mm2_runner."""
     src, dst = ctx.aliases("c")
-    extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n"
+    extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n" + settings.format(
+        src=src, dst=dst
+    )
     path = properties(ctx.tmp / f"{src}.properties", ctx.source, ctx.target, src, dst, extra)
     log = open(ctx.tmp / f"{src}.log", "wb")  # noqa: SIM115 - closed after the run
 

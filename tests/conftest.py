@@ -199,15 +199,24 @@ def shared_clusters(request: pytest.FixtureRequest) -> list[Cluster]:
 
 @contextlib.contextmanager
 def cluster_pair(
-    tmp_path_factory: pytest.TempPathFactory, security: Security
+    tmp_path_factory: pytest.TempPathFactory,
+    security: Security | None = None,
+    *,
+    lines: tuple[str | None, str | None] = (None, None),
+    link_delay_ms: float | None = None,
 ) -> Iterator[tuple[LocalKafka, LocalKafka]]:
-    """Two clusters A and B of a module's own with `security`, started side by side (their JVMs
-    start together), stopped when the block ends."""
+    """Two clusters A and B of a module's own with `security`, on the Kafka `lines` named (None:
+    the main line), each with a slow link of `link_delay_ms` when given, started side by side
+    (their JVMs start together), stopped when the block ends."""
     a, b = (
         LocalKafka(
-            tmp_path_factory.mktemp(f"kafka-{alias}"), overrides=TEST_BROKER_OVERRIDES, security=security
+            tmp_path_factory.mktemp(f"kafka-{alias}"),
+            overrides=TEST_BROKER_OVERRIDES,
+            security=security,
+            line=line,
+            link_delay_ms=link_delay_ms,
         )
-        for alias in "AB"
+        for alias, line in zip("AB", lines, strict=True)
     )
     try:
         a.launch()

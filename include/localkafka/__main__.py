@@ -14,7 +14,7 @@ import sys
 import threading
 
 from localkafka.node import LocalKafka, LocalKafkaError
-from localkafka.runtime import DEFAULT_HEAP, RuntimeMissing, kafka_version
+from localkafka.runtime import DEFAULT_HEAP, RuntimeMissing
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--heap", default=DEFAULT_HEAP, help=f"maximum heap per node (default {DEFAULT_HEAP})"
+    )
+    parser.add_argument(
+        "--line",
+        help="Kafka release line to run, e.g. 3.9 (one kafka/pom.xml pins; default: the main line)",
     )
     parser.add_argument(
         "--jmx",
@@ -64,13 +68,14 @@ def main(argv: list[str] | None = None) -> int:
             overrides=dict(args.override),
             heap=args.heap,
             jmx=args.jmx,
+            line=args.line,
         ).start()
     except (LocalKafkaError, RuntimeMissing) as exc:
         print(f"localkafka: {exc}", file=sys.stderr)
         return 1
     print(
         f"localkafka ready bootstrap={kafka.bootstrap} cluster_id={kafka.cluster_id} "
-        f"kafka={kafka_version()} data_dir={kafka.data_dir}"
+        f"kafka={kafka.line.version} data_dir={kafka.data_dir}"
         + "".join(f" jmx={node.jmx_url}" for node in kafka.nodes if node.jmx_port is not None),
         flush=True,
     )

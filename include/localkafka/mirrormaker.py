@@ -2,8 +2,9 @@
 tests and the head-to-head benchmark.
 
 `MirrorMaker(properties, work_dir).start()` runs `java ... org.apache.kafka.connect.mirror.MirrorMaker
-<properties>` with the jars `make setup` resolved (kafka/libs): the same properties file mirrorflow
-reads, so both tools see one configuration. Its log goes to `<work_dir>/mm2.log`. `stop()` is a
+<properties>` with the jars `make setup` resolved for MirrorMaker 2's line (runtime.mirrormaker_line;
+`line="3.9"` runs an older line's MM2): the same properties file mirrorflow reads, so both tools
+see one configuration. Its log goes to `<work_dir>/mm2.log`. `stop()` is a
 clean shutdown (SIGTERM: Connect stops its tasks, commits their source offsets and leaves its
 group), `kill()` a crash (SIGKILL: whatever MM2 copied after its last offset flush has no stored
 offset).
@@ -15,8 +16,6 @@ deadline; a wait that times out, or finds MM2 dead, raises with the tail of MM2'
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import signal
 import subprocess
 import time
@@ -25,9 +24,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from localkafka import runtime
+from localkafka.broker import die_with_parent
 
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 LOG4J2 = Path(__file__).with_name("log4j2-mm2.properties")
+RELOAD4J = Path(__file__).with_name("log4j-reload4j.properties")
 HEAP = "512m"
 POLL_S = 0.25
 
@@ -40,13 +41,6 @@ T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: an MM2 whose launcher died gets SIGTERM instead of running
-    on and writing into clusters nobody watches."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 class MirrorMakerError(RuntimeError):
     """MM2 died, or did not do what its caller waited for in time; the message carries its log."""
 
@@ -55,8 +49,15 @@ class MirrorMaker:
     """One dedicated-mode MM2 process (all its herders)."""
 
     def __init__(
-        self, properties: Path, work_dir: Path, *, clusters: Sequence[str] = (), heap: str = HEAP
+        self,
+        properties: Path,
+        work_dir: Path,
+        *,
+        clusters: Sequence[str] = (),
+        heap: str = HEAP,
+        line: str | None = None,
     ) -> None:
+        self.line = runtime.mirrormaker_line() if line is None else runtime.line(line)
         self.properties = properties
         self.work_dir = work_dir
         self.clusters = tuple(clusters)
@@ -77,11 +78,17 @@ class MirrorMaker:
         if self.clusters:
             args += ["--clusters", *self.clusters]
         return runtime.java_command(
-            MM2_MAIN,
-            *args,
-            heap=self.heap,
-            system_properties={"log4j2.configurationFile": str(LOG4J2), "mm2.logs.dir": str(self.work_dir)},
+            MM2_MAIN, *args, heap=self.heap, system_properties=self._logging(), kafka_line=self.line
         )
+
+    def _logging(self) -> dict[str, str]:
+        if self.line.log4j2:
+            return {"log4j2.configurationFile": str(LOG4J2), "mm2.logs.dir": str(self.work_dir)}
+        return {
+            "log4j.configuration": RELOAD4J.as_uri(),
+            "kafka.logs.dir": str(self.work_dir),
+            "localkafka.log.file": "mm2.log",
+        }
 
     def start(self) -> MirrorMaker:
         if self.running:
@@ -93,7 +100,7 @@ class MirrorMaker:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only sets the death signal
             )
         return self
 

@@ -5,13 +5,10 @@ new and kept in it, so a restart on the same dir comes back where clients expect
 from __future__ import annotations
 
 import base64
-import contextlib
-import ctypes
+import dataclasses
 import json
 import os
 import signal
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Mapping
@@ -19,186 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from localkafka import runtime
-from localkafka.settings import (
-    NodeAddress,
-    Security,
-    client_settings,
-    render_properties,
-    server_properties,
-)
+from localkafka.broker import LocalKafkaError, Node, free_port
+from localkafka.latency import LatencyProxy
+from localkafka.settings import SLOW_LISTENER, NodeAddress, Security, client_settings
 
 STATE_FILE = "localkafka.json"
-LOG4J2 = Path(__file__).with_name("log4j2.properties")
-_PR_SET_PDEATHSIG = 1
 
-
-class LocalKafkaError(RuntimeError):
-    """A node did not start or stop as asked; the message carries the tail of its log."""
-
-
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def jmx_properties(host: str, port: int) -> dict[str, str]:
-    """System properties that open the JVM's own JMX agent on host:port (registry and RMI on the
-    same port), without authentication or TLS: for local benchmarks and tests only."""
-    return {
-        "com.sun.management.jmxremote": "true",
-        "com.sun.management.jmxremote.port": str(port),
-        "com.sun.management.jmxremote.rmi.port": str(port),
-        "com.sun.management.jmxremote.host": host,
-        "com.sun.management.jmxremote.authenticate": "false",
-        "com.sun.management.jmxremote.ssl": "false",
-        "com.sun.management.jmxremote.local.only": "false",
-        "java.rmi.server.hostname": host,
-    }
+__all__ = ["LocalKafka", "LocalKafkaError", "Node", "free_port"]
 
 
 def random_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: a JVM whose launcher died gets SIGTERM, so it stops
-    cleanly instead of outliving a killed test run."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class Node:
-    """One KRaft node's process, files and addresses."""
-
-    def __init__(self, cluster: LocalKafka, address: NodeAddress) -> None:
-        self.cluster = cluster
-        self.address = address
-        self.directory = cluster.data_dir / f"node-{address.node_id}"
-        self.process: subprocess.Popen[bytes] | None = None
-        self.jmx_port: int | None = None
-
-    @property
-    def node_id(self) -> int:
-        return self.address.node_id
-
-    @property
-    def log_path(self) -> Path:
-        return self.directory / "server.log"
-
-    def bootstrap_for(self, listener: str = "PLAINTEXT") -> str:
-        return f"{self.cluster.host}:{self.address.ports[listener]}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def _write_properties(self) -> Path:
-        props = server_properties(
-            self.address,
-            self.cluster.addresses,
-            host=self.cluster.host,
-            data_dir=str(self.directory / "data"),
-            security=self.cluster.security,
-            overrides=self.cluster.overrides,
-        )
-        path = self.directory / "server.properties"
-        path.write_text(render_properties(props))
-        path.chmod(0o600)  # it can hold the broker's TLS key
-        return path
-
-    @property
-    def jmx_url(self) -> str:
-        """The JMX service URL of a running node of a cluster started with `jmx=True`."""
-        if self.jmx_port is None:
-            raise LocalKafkaError(
-                f"node {self.node_id} of {self.cluster.data_dir} has no JMX port (jmx=True)"
-            )
-        return f"service:jmx:rmi:///jndi/rmi://{self.cluster.host}:{self.jmx_port}/jmxrmi"
-
-    def _java(
-        self, main_class: str, *args: str, heap: str | None = None, jmx_port: int | None = None
-    ) -> list[str]:
-        properties = {"log4j2.configurationFile": str(LOG4J2), "kafka.logs.dir": str(self.directory)}
-        if jmx_port is not None:
-            properties.update(jmx_properties(self.cluster.host, jmx_port))
-        return runtime.java_command(main_class, *args, heap=heap, system_properties=properties)
-
-    def format(self) -> None:
-        if (self.directory / "data" / "meta.properties").exists():
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        config = self._write_properties()
-        command = self._java(
-            "kafka.tools.StorageTool",
-            "format",
-            # One argument: a random id may start with '-', which a separate value would not survive.
-            f"--cluster-id={self.cluster.cluster_id}",
-            "--config",
-            str(config),
-            *self.cluster.security.format_arguments(),
-        )
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise LocalKafkaError(
-                f"formatting {self.directory} failed (exit {result.returncode}): {result.stdout}{result.stderr}"
-            )
-
-    def launch(self) -> None:
-        """Start the JVM; `LocalKafka.wait_ready` decides when it serves clients."""
-        if self.running:
-            raise LocalKafkaError(f"node {self.node_id} of {self.cluster.data_dir} is already running")
-        self.format()
-        config = self._write_properties()
-        self.jmx_port = free_port(self.cluster.host) if self.cluster.jmx else None
-        with open(self.directory / "jvm.out", "ab") as out:
-            self.process = subprocess.Popen(
-                self._java("kafka.Kafka", str(config), heap=self.cluster.heap, jmx_port=self.jmx_port),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only sets the death signal
-            )
-
-    def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM (Kafka's controlled shutdown), and SIGKILL only if it does not finish in time."""
-        proc = self.process
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-        return proc.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: a crash, as the log dirs see it."""
-        if self.running:
-            assert self.process is not None
-            self.process.kill()
-            self.process.wait(10)
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The JVM's own output, the broker log's first errors (with their causes) and its last lines."""
-        parts = []
-        out = self.directory / "jvm.out"
-        if out.exists() and out.stat().st_size:
-            parts.append(
-                f"--- {out} ---\n" + "\n".join(out.read_text(errors="replace").splitlines()[-lines:])
-            )
-        if self.log_path.exists():
-            text = self.log_path.read_text(errors="replace").splitlines()
-            errors = [
-                line
-                for line in text
-                if " ERROR " in line or " FATAL " in line or line.startswith("Caused by")
-            ]
-            parts.append(f"--- {self.log_path} (errors) ---\n" + "\n".join(errors[:lines]))
-            parts.append(f"--- {self.log_path} (last lines) ---\n" + "\n".join(text[-5:]))
-        return "\n".join(parts)
 
 
 class LocalKafka:
@@ -208,7 +36,12 @@ class LocalKafka:
     cluster id are written to the data dir the first time and reused by every later start.
     `overrides` are broker properties applied last (e.g. `log.cleaner.backoff.ms`). `jmx=True`
     opens each node's JMX agent on a free port of `host` (unauthenticated; off by default), picked
-    at every launch, for reading broker metrics with localkafka.jmx (`node.jmx_url`)."""
+    at every launch, for reading broker metrics with localkafka.jmx (`node.jmx_url`). `line`
+    picks the Kafka release line the nodes run ("3.9": the pinned 3.9 release, see
+    runtime.line; default: the main line); a data dir keeps the line it was formatted with.
+    `link_delay_ms` puts the cluster at the far end of a slow link: a SLOW listener whose
+    advertised addresses are a latency proxy's (localkafka.latency) that holds every byte that
+    long each way; `bootstrap_for("SLOW")` reaches it, PLAINTEXT stays direct."""
 
     def __init__(
         self,
@@ -222,8 +55,13 @@ class LocalKafka:
         overrides: Mapping[str, object] | None = None,
         heap: str = runtime.DEFAULT_HEAP,
         jmx: bool = False,
+        line: str | None = None,
+        link_delay_ms: float | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.line = runtime.line(line)
+        self.link_delay_ms = link_delay_ms
+        self.proxy: LatencyProxy | None = None
         self.jmx = jmx
         self.host = host
         self.security = security or Security()
@@ -241,26 +79,32 @@ class LocalKafka:
                     f"{self.data_dir} was formatted for cluster {state['cluster_id']}, not {cluster_id}; "
                     "use another --data-dir or drop --cluster-id"
                 )
+            formatted = state.get("kafka_version", self.line.version)
+            if runtime.version_key(formatted) > runtime.version_key(self.line.version):
+                raise LocalKafkaError(
+                    f"{self.data_dir} was formatted by Kafka {formatted}, newer than {self.line.version}; "
+                    "a broker only reads data dirs of its own release or older: use another data dir"
+                )
             self.cluster_id = state["cluster_id"]
             self.addresses = [
-                NodeAddress(n["node_id"], n["controller_port"], dict(n["ports"])) for n in state["nodes"]
+                NodeAddress(
+                    n["node_id"], n["controller_port"], dict(n["ports"]), dict(n.get("advertised", {}))
+                )
+                for n in state["nodes"]
             ]
             if port and self.addresses[0].ports["PLAINTEXT"] != port:
                 first = self.addresses[0]
-                self.addresses[0] = NodeAddress(
-                    first.node_id, first.controller_port, {**first.ports, "PLAINTEXT": port}
-                )
+                self.addresses[0] = dataclasses.replace(first, ports={**first.ports, "PLAINTEXT": port})
             missing = [name for name in self.security.listeners if name not in self.addresses[0].ports]
             if missing:
                 self.addresses = [
-                    NodeAddress(
-                        a.node_id, a.controller_port, {**a.ports, **{m: free_port(host) for m in missing}}
-                    )
+                    dataclasses.replace(a, ports={**a.ports, **{m: free_port(host) for m in missing}})
                     for a in self.addresses
                 ]
         else:
             self.cluster_id = cluster_id or random_cluster_id()
             self.addresses = self._pick_addresses(brokers, port)
+        self.addresses = [self._with_slow_listener(a) for a in self.addresses]
         self.nodes = [Node(self, address) for address in self.addresses]
 
     # -- addresses and state -------------------------------------------------------------
@@ -273,6 +117,15 @@ class LocalKafka:
             addresses.append(NodeAddress(index + 1, free_port(self.host), ports))
         return addresses
 
+    def _with_slow_listener(self, address: NodeAddress) -> NodeAddress:
+        if self.link_delay_ms is None or SLOW_LISTENER in address.ports:
+            return address
+        return dataclasses.replace(
+            address,
+            ports={**address.ports, SLOW_LISTENER: free_port(self.host)},
+            advertised={**address.advertised, SLOW_LISTENER: free_port(self.host)},
+        )
+
     def _read_state(self) -> dict[str, Any] | None:
         path = self.data_dir / STATE_FILE
         return json.loads(path.read_text()) if path.exists() else None
@@ -281,9 +134,14 @@ class LocalKafka:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         state = {
             "cluster_id": self.cluster_id,
-            "kafka_version": runtime.kafka_version(),
+            "kafka_version": self.line.version,
             "nodes": [
-                {"node_id": a.node_id, "controller_port": a.controller_port, "ports": dict(a.ports)}
+                {
+                    "node_id": a.node_id,
+                    "controller_port": a.controller_port,
+                    "ports": dict(a.ports),
+                    "advertised": dict(a.advertised),
+                }
                 for a in self.addresses
             ],
         }
@@ -309,10 +167,26 @@ class LocalKafka:
         """Start every node's JVM without waiting: `start` then only waits. Launch several
         clusters first and start them after, and they come up side by side."""
         self._write_state()
+        if self.link_delay_ms is not None and self.proxy is None:
+            self.proxy = self._proxy(self.link_delay_ms).start()
         for node in self.nodes:
             if not node.running:
                 node.launch()
         return self
+
+    def _proxy(self, delay_ms: float) -> LatencyProxy:
+        return LatencyProxy(
+            delay_ms, {a.advertised[SLOW_LISTENER]: a.ports[SLOW_LISTENER] for a in self.addresses}
+        )
+
+    def set_link_delay(self, delay_ms: float) -> None:
+        """Give the SLOW listener another one-way delay; open connections are cut (clients reconnect)."""
+        if self.link_delay_ms is None:
+            raise LocalKafkaError("this cluster has no slow link: start it with link_delay_ms=...")
+        self.link_delay_ms = delay_ms
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = self._proxy(delay_ms).start()
 
     def start(self, timeout: float = 90.0) -> LocalKafka:
         """Format a new data dir, start every node, and return once all serve metadata."""
@@ -328,7 +202,8 @@ class LocalKafka:
                 if not (clash and self._ports_picked and attempt < 2):
                     raise
                 # Another process took a port between picking and binding: pick again.
-                self.addresses = self._pick_addresses(len(self.addresses), 0)
+                picked = self._pick_addresses(len(self.addresses), 0)
+                self.addresses = [self._with_slow_listener(a) for a in picked]
                 self.nodes = [Node(self, address) for address in self.addresses]
         raise AssertionError("unreachable")
 
@@ -371,6 +246,9 @@ class LocalKafka:
                 node.process.send_signal(signal.SIGTERM)
         for node in self.nodes:
             node.stop(timeout)
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
 
     def kill(self) -> None:
         for node in self.nodes:

@@ -97,11 +97,16 @@ class Security:
         return args
 
 
+# A PLAINTEXT listener whose advertised port is a latency proxy's (localkafka.latency).
+SLOW_LISTENER = "SLOW"
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeAddress:
     node_id: int
     controller_port: int
     ports: Mapping[str, int]  # listener name -> port, PLAINTEXT first
+    advertised: Mapping[str, int] = dataclasses.field(default_factory=dict)  # where it differs
 
 
 def server_properties(
@@ -116,6 +121,10 @@ def server_properties(
     size = len(voters)
     listeners = {"PLAINTEXT": node.ports["PLAINTEXT"]}
     listeners.update({name: node.ports[name] for name in security.listeners})
+    plain = ["PLAINTEXT"]
+    if SLOW_LISTENER in node.ports:
+        listeners[SLOW_LISTENER] = node.ports[SLOW_LISTENER]
+        plain.append(SLOW_LISTENER)
     props: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node.node_id,
@@ -125,9 +134,12 @@ def server_properties(
             [f"{name}://{host}:{port}" for name, port in listeners.items()]
             + [f"CONTROLLER://{host}:{node.controller_port}"]
         ),
-        "advertised.listeners": ",".join(f"{name}://{host}:{port}" for name, port in listeners.items()),
+        "advertised.listeners": ",".join(
+            f"{name}://{host}:{node.advertised.get(name, port)}" for name, port in listeners.items()
+        ),
         "listener.security.protocol.map": ",".join(
-            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+            [f"{name}:PLAINTEXT" for name in plain]
+            + ["CONTROLLER:PLAINTEXT"]
             + [f"{name}:{SECURED_LISTENERS[name]}" for name in security.listeners]
         ),
         "inter.broker.listener.name": "PLAINTEXT",
@@ -184,7 +196,7 @@ def client_settings(
     bootstrap: str, listener: str, security: Security, *, user: str | None = None
 ) -> dict[str, str]:
     """librdkafka settings that reach `listener` as `user` (a SCRAM user, or an MTLS client name)."""
-    protocol = "PLAINTEXT" if listener == "PLAINTEXT" else SECURED_LISTENERS[listener]
+    protocol = "PLAINTEXT" if listener in ("PLAINTEXT", SLOW_LISTENER) else SECURED_LISTENERS[listener]
     settings = {"bootstrap.servers": bootstrap, "security.protocol": protocol}
     if protocol.startswith("SASL"):
         name = user or next(iter(security.scram_users))

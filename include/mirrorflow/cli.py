@@ -13,6 +13,7 @@ from rich.table import Table
 from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
 from mirrorflow.config.validation import nothing_replicated
+from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions, slow_link_problems
 from mirrorflow.ops.preflight import preflight
 
 
@@ -70,11 +71,14 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
     else:
         problems = validate(config) + nothing_replicated(config)
     connected = ""
+    versions: list[ClusterVersion] = []
     if connect and config is not None:
         if any(p.is_error for p in problems):
             connected = "--connect skipped: fix the errors first"
         else:
             problems += preflight(config, timeout_s=connect_timeout)
+            versions = cluster_versions(config, timeout_s=connect_timeout)
+            problems += slow_link_problems(config, versions)
             connected = (
                 f"--connect: checked the clusters, filters and written topics of {len(config.flows)} flow(s)"
             )
@@ -87,6 +91,7 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
             "errors": errors,
             "warnings": len(problems) - errors,
             "connected": connect and bool(connected) and not connected.startswith("--connect skipped"),
+            "clusters": [v.as_json() for v in versions],
             "problems": [
                 {"key": p.key, "severity": p.severity.value, "problem": p.message, "fix": p.fix}
                 for p in sorted(problems, key=lambda p: (not p.is_error, p.key))
@@ -99,6 +104,8 @@ def validate_command(config_file: Path, connect: bool, connect_timeout: float, o
     if config is not None:
         console.print(_clusters_table(config))
         console.print(_flows_table(config))
+    if versions:
+        console.print(_versions_table(versions))
     if connected:
         console.print(connected)
     warnings = len(problems) - errors
@@ -120,6 +127,17 @@ def _problems_table(problems: list[Problem]) -> Table:
             escape(problem.message),
             escape(problem.fix),
         )
+    return table
+
+
+def _versions_table(versions: list[ClusterVersion]) -> Table:
+    table = Table(title="Cluster versions", show_lines=True)
+    for column in ("alias", "asked", "metadata.version", "round trip", "what it means for the flows"):
+        table.add_column(column, overflow="fold")
+    for version in versions:
+        trip = "-" if version.round_trip_ms is None else f"{version.round_trip_ms:.1f} ms"
+        notes = "\n".join(f"- {note}" for note in version.notes) or "-"
+        table.add_row(version.alias, version.address, escape(version.release), trip, escape(notes))
     return table
 
 

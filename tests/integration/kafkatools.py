@@ -104,6 +104,17 @@ def produce(bootstrap: str, topic: str, records: list[dict], **config: object) -
     assert not errors, f"the broker refused records for {topic}: {errors[0]}"
 
 
+def produce_aborted(bootstrap: str, topic: str, partition: int, transactional_id: str) -> None:
+    """One record written in a transaction that is then aborted: it holds an offset (and its abort
+    marker another) that a read_committed reader, and so a copy, never sees."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"aborted", partition=partition)
+    assert producer.flush(30) == 0  # written, then aborted (abort alone would purge it unsent)
+    producer.abort_transaction(30)
+
+
 def produce_keyed(bootstrap: str, topic: str, count: int, partitions: int, value: bytes) -> None:
     """`count` records keyed b"0", b"1", ... dealt round-robin over `partitions`, all acknowledged."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})

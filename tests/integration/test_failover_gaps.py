@@ -10,8 +10,8 @@ from confluent_kafka import Producer
 
 from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
-from mirrorflow.control.translate import Status
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Status
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.ops.failover import failover
 from mirrorflow.policy.provenance import read_provenance

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
 from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints, write_checkpoints
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import KafkaCallError, await_topics
 from mirrorflow.mm2.formats import Checkpoint, OffsetSync
 from mirrorflow.ops.failover import failover
@@ -239,7 +239,7 @@ def test_syncs_and_checkpoints_past_a_rebuilt_remote_topics_end_are_never_used(
     flow = config.flow("A", "B")
     with Translator(flow, FlowClients.resolve(flow)) as translator:
         assert translator.translate(topic, 0, 6) is None, "not the old sync's downstream offset 6"
-        assert "nothing of" in translator.reasons[(topic, 0)]
+        assert f"{remote} on B was deleted and created again" in translator.reasons[(topic, 0)]
     result = failover(config, "A", "B", group, dry_run=True, from_checkpoints=True)
     (row,) = result.rows
     assert row.action == "not moved" and row.target_offset is None

@@ -11,9 +11,10 @@ tested on syncs without those statements, as MM2 and earlier mirrorflow versions
 from __future__ import annotations
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
-from mirrorflow.control.translate import Status, SyncIndex
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Status
+from mirrorflow.control.translation.sync_index import SyncIndex
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import read_provenance
 
@@ -24,10 +25,12 @@ from .test_failover_helpers import commit_at, produce_numbered
 PARTITIONS = 40
 
 
-def assert_first_copies_at_or_after(bootstrap: str, remote: str, rows: list) -> None:
+def assert_first_copies_at_or_after(
+    bootstrap: str, remote: str, rows: list, partitions: int = PARTITIONS
+) -> None:
     """Each row's translation is the first record on the target copied from its group's offset or
     later, or one past the last copy for a group that read everything."""
-    copied = read_topic(bootstrap, remote, PARTITIONS)
+    copied = read_topic(bootstrap, remote, partitions)
     for row in rows:
         expected = next(
             (

@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.control.group_translation import translate_offsets
 from mirrorflow.control.groups import Committed
-from mirrorflow.control.translate import Status, Translation
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.group_pass import translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Status, Translation
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.ops.failover import failover
 from mirrorflow.policy.provenance import stamp_provenance

@@ -113,9 +113,11 @@ def exact_offset(remote: Sequence[Rec], upstream: int) -> int:
     return remote[-1].offset + 1
 
 
-def run_java(program: str, *args: str) -> list[str]:
-    """Run tests/mm2/java/<program> (a single-file source launch) with the pinned Kafka jars; its output lines."""
-    classpath = ":".join(str(j) for j in runtime.classpath())
+def run_java(program: str, *args: str, line: str | None = None) -> list[str]:
+    """Run tests/mm2/java/<program> (a single-file source launch) with MirrorMaker 2's jars (or
+    those of the Kafka `line` named); its output lines."""
+    jars = (runtime.mirrormaker_line() if line is None else runtime.line(line)).classpath()
+    classpath = ":".join(str(j) for j in jars)
     command = [runtime.java_binary(), "-cp", classpath, str(JAVA / program), *args]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr

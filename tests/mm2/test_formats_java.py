@@ -61,7 +61,8 @@ def fields(record: OffsetSync | Checkpoint | Heartbeat) -> list[str]:
 def test_mm2_decodes_and_encodes_exactly_what_mirrorflow_does() -> None:
     records = random_records(random.Random(7))
     lines = "".join(f"{type(r).__name__} {r.key_bytes().hex()} {r.value_bytes().hex()}\n" for r in records)
-    command = [runtime.java_binary(), "-cp", ":".join(str(j) for j in runtime.classpath()), str(CHECKER)]
+    jars = runtime.mirrormaker_line().classpath()
+    command = [runtime.java_binary(), "-cp", ":".join(str(j) for j in jars), str(CHECKER)]
     result = subprocess.run(command, input=lines, capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
     answers = result.stdout.splitlines()

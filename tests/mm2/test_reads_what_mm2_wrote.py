@@ -12,7 +12,7 @@ from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import read_checkpoints, remote_consumer_offsets
 from mirrorflow.control.mirror_client import MirrorClient, mirror_status
-from mirrorflow.control.syncs import read_sync_index
+from mirrorflow.control.translation.sync_index import read_sync_index
 from mirrorflow.ops.failover import COMMITTED, failover
 
 from ..integration.kafkatools import create_topics, read_all

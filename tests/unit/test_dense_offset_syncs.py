@@ -1,6 +1,13 @@
 from __future__ import annotations
 
-from mirrorflow.replicate.offset_syncs import RUN_HEADER, DenseSyncEmitter, SyncPoint, run_of
+from mirrorflow.replicate.offset_syncs import (
+    INCARNATION_HEADER,
+    RUN_HEADER,
+    DenseSyncEmitter,
+    SyncPoint,
+    incarnation_of,
+    run_of,
+)
 
 
 def _emitted(pairs, boundaries=()) -> list[SyncPoint]:
@@ -76,3 +83,17 @@ def test_the_run_header_round_trips_and_rejects_what_it_cannot_read() -> None:
     assert run_of([(RUN_HEADER, b"\x00")]) is None
     assert run_of([(RUN_HEADER, None)]) is None
     assert run_of(SyncPoint(1, 1, -1).headers()) is None
+
+
+def test_the_incarnation_header_round_trips_and_reads_as_none_when_it_cannot_be_read() -> None:
+    point = SyncPoint(500, 700, 41)
+    assert point.headers() == [(RUN_HEADER, point.headers()[0][1])], "no incarnation, no header"
+    named = point.headers("AAAAAAAAAAAAAAAAAAAAAA,+/+/AAAAAAAAAAAAAAAAAA")
+    assert run_of(named) == 41
+    assert incarnation_of(named) == "AAAAAAAAAAAAAAAAAAAAAA,+/+/AAAAAAAAAAAAAAAAAA"
+    assert incarnation_of(point.headers()) == "" and incarnation_of(None) == ""
+    assert incarnation_of([(INCARNATION_HEADER, b"\xff\xfe")]) == ""
+    assert incarnation_of([(INCARNATION_HEADER, None)]) == ""
+    assert incarnation_of([(INCARNATION_HEADER, b"no-comma")]) == ""
+    assert incarnation_of([(INCARNATION_HEADER, b",")]) == ""
+    assert incarnation_of([(INCARNATION_HEADER, b"S,R,1000")]) == "S,R", "a floor is progress's alone"

@@ -6,7 +6,9 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-from localkafka.runtime import classpath, kafka_version
+import pytest
+
+from localkafka.runtime import Line, classpath, kafka_version, mirrormaker_line, test_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,7 +48,8 @@ def test_core_versions() -> None:
 
 
 def test_kafka_jars_are_the_pinned_version() -> None:
-    """`make setup` resolved kafka/pom.xml: the broker, MM2 and the Connect runtime at one version."""
+    """`make setup` resolved kafka/pom.xml: the broker and its clients at one version, and no
+    second clients jar on its classpath."""
     names = {jar.name for jar in classpath()}
     version = kafka_version()
     for artifact in (
@@ -57,10 +60,27 @@ def test_kafka_jars_are_the_pinned_version() -> None:
         "kafka-metadata",
         "kafka-group-coordinator",
         "kafka-transaction-coordinator",
+        "kafka-clients",
+    ):
+        assert f"{artifact}-{version}.jar" in names, artifact
+    assert [n for n in names if n.startswith("kafka-clients-")] == [f"kafka-clients-{version}.jar"]
+
+
+@pytest.mark.parametrize("kafka_line", [mirrormaker_line(), *test_lines()], ids=lambda line: line.version)
+def test_each_further_line_is_one_release(kafka_line: Line) -> None:
+    """MM2's line and every test line hold the broker, MM2, the Connect runtime and the clients of
+    one release, and one slf4j binding of the logging that release was built for."""
+    names = {jar.name for jar in kafka_line.classpath()}
+    for artifact in (
+        "kafka_2.13",
         "connect-mirror",
         "connect-mirror-client",
         "connect-runtime",
         "kafka-clients",
     ):
-        assert f"{artifact}-{version}.jar" in names, artifact
-    assert not [n for n in names if n.startswith("kafka-clients-") and n != f"kafka-clients-{version}.jar"]
+        assert f"{artifact}-{kafka_line.version}.jar" in names, artifact
+    assert [n for n in names if n.startswith("kafka-clients-")] == [f"kafka-clients-{kafka_line.version}.jar"]
+    bindings = [n for n in names if n.startswith(("log4j-slf4j-impl-", "slf4j-reload4j-"))]
+    assert len(bindings) == 1 and bindings[0].startswith(
+        "log4j-slf4j-impl-" if kafka_line.log4j2 else "slf4j-reload4j-"
+    )

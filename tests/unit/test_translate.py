@@ -14,12 +14,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from mirrorflow.control.translate import (
+from mirrorflow.control.translation.rule import (
     FlowRecord,
     PartitionView,
     ScanIndex,
     Status,
-    SyncIndex,
     Translation,
     translate_back,
     translate_by_runs,
@@ -27,6 +26,7 @@ from mirrorflow.control.translate import (
     translate_mm2_rule,
     translate_scanned,
 )
+from mirrorflow.control.translation.sync_index import SyncIndex
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter
 
@@ -294,36 +294,6 @@ def test_mm2_rule_never_skips_a_record() -> None:
         rough = translate_mm2_rule(u, view)
         assert rough is not None and exact is not None
         assert rough.downstream_offset <= exact.downstream_offset
-
-
-def test_sync_index_starts_over_when_offsets_go_backwards() -> None:
-    index = SyncIndex.of(
-        [
-            OffsetSync("t", 0, 10, 5),
-            OffsetSync("t", 0, 20, 15),
-            OffsetSync("t", 0, 20, 16),  # same upstream offset again: the later one wins
-            OffsetSync("t", 1, 3, 3),
-            OffsetSync("t", 0, 2, 30),  # upstream rewind: topic recreated on the source
-            OffsetSync("t", 0, 8, 36),
-        ]
-    )
-    assert index.run("t", 0).ups == (2, 8) and index.run("t", 0).downs == (30, 36)
-    assert index.run("t", 1).ups == (3,)
-    assert index.partitions() == [("t", 0), ("t", 1)]
-    index.add(OffsetSync("t", 1, 9, 1))  # downstream went backwards: remote topic recreated
-    assert index.run("t", 1).downs == (1,)
-
-
-def test_sync_index_notes_where_records_were_copied_a_second_time() -> None:
-    index = SyncIndex.of([OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 59, 59), OffsetSync("t", 0, 59, 59)])
-    assert index.recopied_at("t", 0) is None, "a sync written twice is not a re-copy"
-    index.add(OffsetSync("t", 0, 30, 60))  # at-least-once: 30.. copied again after 59
-    assert index.recopied_at("t", 0) == 60
-    index.add(OffsetSync("t", 0, 99, 129))
-    index.add(OffsetSync("t", 0, 99, 140))  # the same upstream offset again, further down
-    assert index.recopied_at("t", 0) == 140
-    index.add(OffsetSync("t", 0, 0, 0))  # remote topic recreated: the twice-copied records are gone
-    assert index.recopied_at("t", 0) is None
 
 
 def recopied(rng: random.Random, count: int) -> list[int]:

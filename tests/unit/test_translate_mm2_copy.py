@@ -8,7 +8,13 @@ group's offset (mm2-semantics.md §6b). The real-MM2 test is tests/mm2/test_read
 
 from __future__ import annotations
 
-from mirrorflow.control.translate import PartitionView, Status, SyncRun, Translation, translate_mm2_copy
+from mirrorflow.control.translation.rule import (
+    PartitionView,
+    Status,
+    SyncRun,
+    Translation,
+    translate_mm2_copy,
+)
 
 # MM2 copied offsets 0..999 of a source partition into an empty remote partition: B offset == A
 # offset, syncs every 101 records and at the last record.

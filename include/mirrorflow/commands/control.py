@@ -23,9 +23,13 @@ from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.checkpoints import emit_checkpoints
 from mirrorflow.control.flows import JobDisabled, checkpoints_enabled, group_sync_enabled, reverse_flow
 from mirrorflow.control.group_sync import sync_group_offsets
-from mirrorflow.control.group_translation import TranslatedOffset, relevant_group_offsets, translate_offsets
 from mirrorflow.control.groups import Committed
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.group_pass import (
+    TranslatedOffset,
+    relevant_group_offsets,
+    translate_offsets,
+)
+from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import KafkaCallError
 
 CONFIG = click.argument(

@@ -2,7 +2,7 @@
 
 One pass: list the source groups once, read their committed offsets in concurrent batches, read
 the offset-syncs and the previous checkpoints once, translate every relevant group partition
-exactly (translator.py), and write the checkpoints MM2's rule lets through to
+exactly (control/translation), and write the checkpoints MM2's rule lets through to
 `<source>.checkpoints.internal` on the target, in MM2's binary format, partition 0:
 
 - a partition's first checkpoint is always written;
@@ -30,9 +30,9 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.flows import load, replication_flow, require_checkpoints, reverse_flow
-from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
 from mirrorflow.control.reading import read_from_start
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client
 from mirrorflow.mm2.formats import Checkpoint, Mm2FormatError
 from mirrorflow.ops.acls import require_job_acls

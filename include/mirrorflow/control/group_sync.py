@@ -23,9 +23,9 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.flows import load, replication_flow, require_group_sync, reverse_flow
-from mirrorflow.control.group_translation import by_group, relevant_group_offsets, translate_offsets
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.group_pass import by_group, relevant_group_offsets, translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import admin_client
 from mirrorflow.ops.acls import require_job_acls
 

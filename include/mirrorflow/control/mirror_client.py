@@ -6,7 +6,7 @@ the chain of clusters its heartbeats travelled through, so the upstream clusters
 each follow from a topic listing and the cluster's replication policy. The functions here give
 the same answers as MirrorClient's heartbeatTopics, checkpointTopics, upstreamClusters,
 replicationHops and remoteTopics (cycle guards included), so monitoring built for MM2 agrees with
-`mirrorflow status`. Consumer offset translation lives with the checkpoints (control.translate).
+`mirrorflow status`. Consumer offset translation lives in control.translation.
 
 `mirror_status` adds what MirrorClient does not: how old the newest heartbeat from each upstream
 cluster is (an upper bound on that path's replication lag), which heartbeat jobs write into each

@@ -1,7 +1,7 @@
 """Failover and failback: move consumer groups from one cluster to the other, exactly.
 
 `failover(config, A, B, groups_regex)` translates the chosen groups' committed offsets on A
-*now* (offset-syncs, then provenance headers: translator.py) and commits them on B, so each
+*now* (offset-syncs, then provenance headers: control/translation) and commits them on B, so each
 group continues on B with the first record it had not consumed on A. Failback is the same call
 in the other direction: it needs the flow B->A (which copied B's new data to A), and offsets on
 topics that came from A (`A.orders` on B) translate back to the original topic through their
@@ -34,10 +34,11 @@ from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.checkpoints import read_checkpoints
 from mirrorflow.control.flows import load, reverse_flow
-from mirrorflow.control.group_translation import relevant_group_offsets, translate_offsets
 from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
-from mirrorflow.control.translate import Status
-from mirrorflow.control.translator import Translator, partition_bounds, records_left
+from mirrorflow.control.translation.bounds import partition_bounds, records_left
+from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Status
 from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.ops.divergent_tail import (

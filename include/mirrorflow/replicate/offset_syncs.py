@@ -13,6 +13,12 @@ syncs between them were compacted away), so each sync also carries, in a record 
 ignores, how many records of its run came before it (RUN_HEADER). One sync is then proof of its
 whole run, even after compaction has kept only the newest sync of a partition, and translation
 answers inside the run by arithmetic instead of reading the target.
+
+A sync also names the topic incarnations it was copied between (INCARNATION_HEADER): the source
+and remote topic IDs, as progress does. A remote topic deleted and created again keeps its name
+and starts its offsets over, so the old topic's syncs would otherwise read as if they described
+the new one; and several writers of one partition (a zombie's syncs land after the writer that
+fenced it) can only be told apart from a recreated topic by the IDs.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ offsets up-n .. up-1 were copied by the same flow to downstream offsets down-n .
 
 _RUN = struct.Struct(">q")
 
+INCARNATION_HEADER = "mirrorflow.incarnation"
+"""Header of an offset-sync written by mirrorflow: UTF-8 "<source topic id>,<remote topic id>",
+the incarnations of the two topics the sync's records were copied between (see
+replicate/progress.incarnation, without its floor)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SyncPoint:
@@ -35,8 +46,12 @@ class SyncPoint:
     run: int = 0
     """Records of the same run before this one (see RUN_HEADER)."""
 
-    def headers(self) -> list[tuple[str, bytes]]:
-        return [(RUN_HEADER, _RUN.pack(self.run))]
+    def headers(self, incarnation: str = "") -> list[tuple[str, bytes]]:
+        """The sync's record headers; `incarnation` ("<source id>,<remote id>") when known."""
+        headers = [(RUN_HEADER, _RUN.pack(self.run))]
+        if incarnation:
+            headers.append((INCARNATION_HEADER, incarnation.encode()))
+        return headers
 
 
 def run_of(headers: Iterable[tuple[str, bytes | None]] | None) -> int | None:
@@ -48,6 +63,22 @@ def run_of(headers: Iterable[tuple[str, bytes | None]] | None) -> int | None:
             run = _RUN.unpack(value)[0]
             return run if run >= 0 else None
     return None
+
+
+def incarnation_of(headers: Iterable[tuple[str, bytes | None]] | None) -> str:
+    """The "<source id>,<remote id>" a sync record's headers name, or "" (MM2's syncs, an older
+    mirrorflow's, or not readable)."""
+    for name, value in headers or ():
+        if name == INCARNATION_HEADER:
+            try:
+                text = (value or b"").decode()
+            except UnicodeDecodeError:
+                return ""
+            fields = text.split(",")
+            if len(fields) < 2 or not (fields[0] or fields[1]):
+                return ""
+            return f"{fields[0]},{fields[1]}"  # a floor, if one came along, is progress's alone
+    return ""
 
 
 @dataclass(slots=True)

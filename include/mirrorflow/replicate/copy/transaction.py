@@ -199,7 +199,8 @@ def _stage_progress(
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
         records = [
-            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers()) for s in syncs
+            (OffsetSync(span.topic, span.partition, s.upstream, s.downstream), s.headers(copy.incarnation))
+            for s in syncs
         ]
         if job.offset_syncs_on_target and job.offset_syncs_topic:
             _produce_syncs(producer, job.offset_syncs_topic, records)
@@ -294,7 +295,7 @@ def _after_commit(
         result.offset_syncs += len(records)
         if records and sync_producer is not None:
             try:
-                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records)
+                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records, _SyncErrors(result))
                 sync_producer.poll(0)
             except Exception as exc:  # the copy is committed; a sync that cannot be sent is counted
                 log.warning("offset-syncs of %s-%d not sent: %s", span.topic, span.partition, exc)
@@ -303,6 +304,27 @@ def _after_commit(
             result.offset_sync_errors += len(records)
 
 
-def _produce_syncs(producer: Producer, topic: str, records: SyncRecords) -> None:
+class _SyncErrors:
+    """Delivery callback of source-side offset-syncs: one the source refuses counts as an error of
+    its partition (it is delivered, or refused, when the worker flushes them: schedule.py)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result) -> None:
+        self.result = result
+
+    def __call__(self, error, _message) -> None:
+        if error is not None:
+            self.result.offset_sync_errors += 1
+
+
+def _produce_syncs(producer: Producer, topic: str, records: SyncRecords, on_delivery=None) -> None:
     for sync, headers in records:
-        producer.produce(topic, key=sync.key_bytes(), value=sync.value_bytes(), partition=0, headers=headers)
+        producer.produce(
+            topic,
+            key=sync.key_bytes(),
+            value=sync.value_bytes(),
+            partition=0,
+            headers=headers,
+            on_delivery=on_delivery,
+        )

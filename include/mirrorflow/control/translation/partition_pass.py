@@ -1,39 +1,40 @@
-"""One translation pass of a flow X->Y: group offsets on X become offsets to commit on Y.
+"""One translation pass of a flow X->Y: what it answers for each partition a group committed on.
 
 A pass reads each thing once, in this order, so every later read covers what an earlier one
 refers to: the offset-syncs topic, the flow's progress, then the log start and last stable
-offset of each partition it needs. Probes of the target and finished translations are cached
-for the pass (probe.py), so many groups on one partition cost little more than one.
+offset of each partition it needs, then the IDs of the topics they belong to (so a topic
+recreated in between is seen as recreated). Probes of the target and finished translations are
+cached for the pass (probe.py), so many groups on one partition cost little more than one.
 
-Two kinds of topics translate:
+Two kinds of topics translate (routes.py):
 - forward: topics the flow replicates (`orders` on X is `X.orders` on Y), through the dense
-  syncs: by arithmetic inside a run a sync states (translate.translate_by_runs), else confirmed
-  by the provenance headers of this flow's records on Y (translate.translate_exact), or
-  MM2's rule when the flow writes no provenance headers; where this flow's records on Y turn
-  out not to be in source order (an at-least-once re-copy), from one read of the partition
-  (translate.translate_scanned);
+  syncs of the topics as they are now (incarnations.py): by arithmetic inside a run a sync
+  states (rule.translate_by_runs), else confirmed by the provenance headers of this flow's
+  records on Y (rule.translate_exact), or MM2's rule when the flow writes no provenance headers;
+  where this flow's records on Y turn out not to be in source order (an at-least-once re-copy),
+  from one read of the partition (rule.translate_scanned);
 - backward: topics on X that came from Y through the reverse flow Y->X (`Y.orders` on X is
   `orders` on Y; MM2 names the checkpoint this way but has no syncs to translate it). The first
-  record of Y->X at or after the group's offset names its offset on Y (translate.translate_back).
+  record of Y->X at or after the group's offset names its offset on Y (rule.translate_back).
   This is what makes failback exact.
 """
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.control.probe import Origin, Prober
-from mirrorflow.control.syncs import flow_sync_index
-from mirrorflow.control.translate import (
+from mirrorflow.control.translation.bounds import measure_bounds
+from mirrorflow.control.translation.coverage import Origin
+from mirrorflow.control.translation.incarnations import Recreated, current_syncs
+from mirrorflow.control.translation.probe import Prober
+from mirrorflow.control.translation.routes import FORWARD, Route, route_of
+from mirrorflow.control.translation.rule import (
     FlowRecord,
     PartitionView,
     ScanIndex,
@@ -46,126 +47,9 @@ from mirrorflow.control.translate import (
     translate_mm2_rule,
     translate_scanned,
 )
-from mirrorflow.kafka import POLL_S, TIMEOUT_S, KafkaCallError, admin_client, list_offsets, reader, topic_ids
-from mirrorflow.policy import checkpoint_topic, should_replicate_topic
-from mirrorflow.replicate.progress import read_progress, read_progress_entries, split_incarnation
-
-FORWARD = "forward"
-BACKWARD = "backward"
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """How a topic of X maps to Y: the kind of translation and the topic name on Y.
-
-    For BACKWARD routes the topic on Y is also the one the reverse flow copied from.
-    """
-
-    kind: str
-    target_topic: str
-
-
-def partition_bounds(
-    admin_config: Mapping[str, Any], parts: Iterable[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """(log start, last stable offset) of each partition that exists; missing ones are left out."""
-    wanted = sorted(set(parts))
-    if not wanted:
-        return {}
-    admin = admin_client(admin_config)
-    topics = admin.list_topics(timeout=TIMEOUT_S).topics
-    existing = [
-        (t, p) for t, p in wanted if t in topics and topics[t].error is None and p in topics[t].partitions
-    ]
-    earliest = list_offsets(admin, existing, OffsetSpec.earliest())
-    stable = list_offsets(admin, existing, OffsetSpec.latest(), read_committed=True)
-    return {tp: (earliest[tp], stable[tp]) for tp in existing}
-
-
-# Records left for a group are counted by reading the partition when the stretch is short: the
-# offset difference also counts transaction markers (a group that read everything of an
-# exactly-once copy would show 1 left) and aborted records. Longer stretches, or more than the
-# budget in one call, keep the offset difference.
-RECORDS_LEFT_SPAN = 1_000
-RECORDS_LEFT_BUDGET = 1_000_000
-
-
-def records_left(
-    consumer_config: Mapping[str, Any],
-    positions: Iterable[tuple[str, int, int]],
-    bounds: Mapping[tuple[str, int], tuple[int, int]],
-    *,
-    span_limit: int = RECORDS_LEFT_SPAN,
-    budget: int = RECORDS_LEFT_BUDGET,
-    timeout_s: float = TIMEOUT_S,
-) -> dict[tuple[str, int, int], int]:
-    """How many records a read_committed consumer at each (topic, partition, offset) reads before
-    the partition's last stable offset in `bounds`: exact, markers and aborted records not
-    counted. Positions at or past the end are 0 without a read. The rest is counted from one
-    read per partition, from its lowest position, with one consumer for all partitions, for
-    stretches of at most `span_limit` offsets and `budget` offsets in all; positions left out of
-    the answer are the caller's to estimate (the offset difference)."""
-    wanted: dict[tuple[str, int], set[int]] = {}
-    for topic, partition, offset in positions:
-        if (topic, partition) in bounds:
-            wanted.setdefault((topic, partition), set()).add(offset)
-    out: dict[tuple[str, int, int], int] = {}
-    plans: dict[tuple[str, int], tuple[int, list[int]]] = {}
-    spent = 0
-    for tp in sorted(wanted):
-        low, end = bounds[tp]
-        pending = []
-        for offset in sorted(wanted[tp]):
-            if max(offset, low) >= end:
-                out[(*tp, offset)] = 0
-            else:
-                pending.append(offset)
-        if not pending:
-            continue
-        start = max(pending[0], low)
-        if end - start > span_limit or spent + end - start > budget:
-            continue
-        spent += end - start
-        plans[tp] = (start, pending)
-    if not plans:
-        return out
-    # counts[tp][i]: records at offsets from pending[i] up to the next position.
-    counts = {tp: [0] * len(pending) for tp, (_, pending) in plans.items()}
-    open_parts = set(plans)
-    consumer = reader(consumer_config)
-    try:
-        consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in plans.items()])
-        deadline = time.monotonic() + timeout_s
-        while open_parts and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=POLL_S):
-                tp = (message.topic(), message.partition())
-                if tp not in open_parts:
-                    continue
-                end = bounds[tp][1]
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF and message.offset() >= end:
-                        open_parts.discard(tp)
-                    continue
-                if message.offset() >= end:
-                    open_parts.discard(tp)
-                    continue
-                pending = plans[tp][1]
-                at = bisect_right(pending, message.offset()) - 1
-                if at >= 0:
-                    counts[tp][at] += 1
-                if message.offset() + 1 >= end:
-                    open_parts.discard(tp)
-    finally:
-        consumer.close()
-    for tp, (_, pending) in plans.items():
-        if tp in open_parts:
-            continue  # not read to its end in time: left to the caller's estimate
-        left = 0
-        for i in range(len(pending) - 1, -1, -1):
-            left += counts[tp][i]
-            out[(*tp, pending[i])] = left
-    return out
+from mirrorflow.control.translation.sync_index import flow_sync_index
+from mirrorflow.kafka import KafkaCallError, admin_client, topic_ids
+from mirrorflow.replicate.progress import read_progress, read_progress_entries
 
 
 class Translator:
@@ -185,6 +69,9 @@ class Translator:
         self.stored = read_progress_entries(clients.target_consumer, flow.offset_storage_topic, flow.source)
         self.progress = {where: entry.offset for where, entry in self.stored.items()}
         self._source_ids: dict[str, str] = {}
+        self._remote_ids: dict[str, str] = {}
+        self._asked_ids: set[tuple[str, str]] = set()
+        self._admins: dict[str, AdminClient] = {}
         self._reverse_progress: dict[tuple[str, int], int] | None = None
         self._target_prober = Prober(clients.target_consumer)
         self._source_prober = Prober(clients.source_consumer)
@@ -195,6 +82,7 @@ class Translator:
         self._routes: dict[str, Route | None] = {}
         self._scans: dict[tuple[str, int], ScanIndex] = {}
         self._searched: dict[tuple[str, int], list[int]] = {}
+        self._views: dict[tuple[str, int], tuple[PartitionView, bool] | None] = {}
         self.reasons: dict[tuple[str, int], str] = {}
 
     def close(self) -> None:
@@ -214,20 +102,8 @@ class Translator:
 
     def route(self, topic: str) -> Route | None:
         if topic not in self._routes:
-            self._routes[topic] = self._route(topic)
+            self._routes[topic] = route_of(self.flow, topic, reverse=self.reverse)
         return self._routes[topic]
-
-    def _route(self, topic: str) -> Route | None:
-        flow = self.flow
-        if should_replicate_topic(flow, topic):
-            remote = flow.policy.format_remote_topic(flow.source, topic)
-            return Route(FORWARD, remote)
-        if self.reverse is None or flow.policy.topic_source(topic) != flow.target:
-            return None
-        upstream = flow.policy.upstream_topic(topic)
-        if upstream is None or upstream != checkpoint_topic(flow, topic):
-            return None
-        return Route(BACKWARD, upstream)
 
     def prepare(self, parts: Iterable[tuple[str, int]]) -> None:
         """Measure, in one batch per cluster, the partitions the coming translations need."""
@@ -238,19 +114,30 @@ class Translator:
             if route is None:
                 continue
             if route.kind == FORWARD:
-                forward.append((route.target_topic, partition))
+                forward.append((topic, route.target_topic, partition))
             else:
                 backward.append((topic, partition))
         if forward:
-            self._target_bounds.update(partition_bounds(self.clients.target_admin, forward))
-            incarnations = {
-                t for t, p in set(parts) if (t, p) in self.stored and self.stored[(t, p)].incarnation
-            }
-            self._source_ids.update(
-                topic_ids(admin_client(self.clients.source_admin), incarnations - set(self._source_ids))
-            )
+            self._target_bounds.update(measure_bounds(self._admin("target"), [(r, p) for _, r, p in forward]))
+            # After the bounds: a topic recreated since shows a new ID, never old bounds under it.
+            self._source_ids.update(self._topic_ids("source", {t for t, _, _ in forward}))
+            self._remote_ids.update(self._topic_ids("target", {r for _, r, _ in forward}))
         if backward:
-            self._source_bounds.update(partition_bounds(self.clients.source_admin, backward))
+            self._source_bounds.update(measure_bounds(self._admin("source"), backward))
+
+    def _topic_ids(self, side: str, topics: set[str]) -> dict[str, str]:
+        """IDs of the topics not asked for yet this pass, in one call to the `side` cluster."""
+        new = {t for t in topics if (side, t) not in self._asked_ids}
+        self._asked_ids.update((side, t) for t in new)
+        if not new:
+            return {}
+        return topic_ids(self._admin(side), new)
+
+    def _admin(self, side: str) -> AdminClient:
+        """One admin client per cluster for the pass's batched calls."""
+        if side not in self._admins:
+            self._admins[side] = admin_client(self.clients.admin(side))
+        return self._admins[side]
 
     def warm(self, wanted: Iterable[tuple[str, int, int]]) -> None:
         """Read ahead, in one batched read, the target records the coming translations of
@@ -263,18 +150,16 @@ class Translator:
             route = self.route(topic)
             if route is None or route.kind != FORWARD or not self.flow.provenance_headers_enabled:
                 continue
-            bounds = self._target_bounds.get((route.target_topic, partition))
-            syncs = self.syncs.run(topic, partition)
-            if bounds is None or not syncs.ups:
+            measured = self._view(topic, partition, route.target_topic)
+            if measured is None or not measured[0].syncs:
                 continue
-            if syncs.downs[-1] < bounds[1] and translate_by_runs(
-                offset, PartitionView(syncs, None, bounds[0], bounds[1])
-            ):
+            view, trimmed = measured
+            if not trimmed and translate_by_runs(offset, view):
                 continue  # the copy's stated run answers it without a read
-            down = syncs.downs[max(0, bisect_right(syncs.ups, offset) - 1)]
-            if bounds[0] <= down < bounds[1]:
+            down = view.syncs.downs[max(0, bisect_right(view.syncs.ups, offset) - 1)]
+            if view.start <= down < view.end:
                 origin = Origin(self.flow.source, topic, partition)
-                probes.append((route.target_topic, partition, origin, down, bounds[1]))
+                probes.append((route.target_topic, partition, origin, down, view.end))
         if probes:
             self._target_prober.warm(probes)
 
@@ -300,32 +185,53 @@ class Translator:
         self._cache[key] = result
         return result
 
-    def _forward(self, topic: str, partition: int, remote: str, offset: int) -> Translation | None:
+    def _view(self, topic: str, partition: int, remote: str) -> tuple[PartitionView, bool] | None:
+        """What the pass knows of a forward partition before probing it, and whether syncs past
+        its end were left out; None (the reason in `reasons`) when it cannot be translated now."""
+        key = (topic, partition)
+        if key not in self._views:
+            self._views[key] = self._measure(topic, partition, remote)
+        return self._views[key]
+
+    def _measure(self, topic: str, partition: int, remote: str) -> tuple[PartitionView, bool] | None:
+        key = (topic, partition)
         bounds = self._target_bounds.get((remote, partition))
         if bounds is None:
-            self.reasons[(topic, partition)] = f"{self.flow.target} has no partition {remote}-{partition} yet"
+            self.reasons[key] = f"{self.flow.target} has no partition {remote}-{partition} yet"
             return None
-        stored = self.stored.get((topic, partition))
+        stored = self.stored.get(key)
+        source_id, remote_id = self._source_ids.get(topic, ""), self._remote_ids.get(remote, "")
+        syncs = current_syncs(self.syncs, topic, partition, source_id, remote_id, stored)
+        if syncs == Recreated.SOURCE:
+            self.reasons[key] = (
+                f"{topic} on {self.flow.source} was deleted and created again after {self.flow.name} last "
+                "copied it; its offsets belong to the new topic, so they are translated once a "
+                "replicate run has copied it"
+            )
+            return None
+        if syncs == Recreated.REMOTE:
+            self.reasons[key] = (
+                f"{remote} on {self.flow.target} was deleted and created again (a new topic ID) after "
+                f"{self.flow.name} last copied {topic}-{partition} into it; its offset-syncs name the old "
+                "topic, so offsets are translated once a replicate run has copied into the new one"
+            )
+            return None
         start, end = bounds
-        if stored is not None and stored.incarnation:
-            copied_from = split_incarnation(stored.incarnation)[0]
-            now = self._source_ids.get(topic, "")
-            if copied_from and now and copied_from != now:
-                self.reasons[(topic, partition)] = (
-                    f"{topic} on {self.flow.source} was deleted and created again after {self.flow.name} last "
-                    "copied it; its offsets belong to the new topic, so they are translated once a "
-                    "replicate run has copied it"
-                )
-                return None
+        if stored is not None:
             # Records below the floor came from an earlier incarnation of the source topic.
             start = max(start, stored.floor)
-        syncs = self.syncs.run(topic, partition)
         trimmed = bool(syncs.downs) and syncs.downs[-1] >= end
         if trimmed:
-            # Syncs past the partition's end (the remote topic was deleted and created again, or
-            # truncated, after they were written) point at nothing this flow copied: never used.
+            # Syncs past the partition's end (the remote topic was truncated, or recreated with
+            # syncs that name no incarnation) point at nothing this flow copied: never used.
             syncs = syncs[: bisect_left(syncs.downs, end)]
-        view = PartitionView(syncs, self.progress.get((topic, partition)), start, end)
+        return PartitionView(syncs, self.progress.get(key), start, end), trimmed
+
+    def _forward(self, topic: str, partition: int, remote: str, offset: int) -> Translation | None:
+        measured = self._view(topic, partition, remote)
+        if measured is None:
+            return None
+        view, trimmed = measured
         origin = Origin(self.flow.source, topic, partition)
         if not self.flow.provenance_headers_enabled:
             result = translate_mm2_rule(offset, view)
@@ -348,23 +254,24 @@ class Translator:
             )
         return result
 
-    def _in_order(self, topic: str, partition: int, remote: str, origin: Origin, start: int) -> bool:
-        """Whether nothing known says this flow's records in the partition (from `start`) are out
-        of source order: no re-copy in the syncs, no scan, no inversion seen by a probe."""
-        recopied = self.syncs.recopied_at(topic, partition)
+    def _in_order(self, topic: str, partition: int, remote: str, origin: Origin, view: PartitionView) -> bool:
+        """Whether nothing known says this flow's records in the partition (from the view's
+        start) are out of source order: no re-copy in the syncs, no scan, no inversion seen by a
+        probe."""
+        recopied = view.syncs.recopied
         return (
             (topic, partition) not in self._scans
-            and (recopied is None or recopied <= start)
-            and self._target_prober.inverted_at(remote, partition, origin) < start
+            and (recopied is None or recopied <= view.start)
+            and self._target_prober.inverted_at(remote, partition, origin) < view.start
         )
 
     def _by_runs(
         self, topic: str, partition: int, remote: str, origin: Origin, offset: int, view: PartitionView
     ) -> Translation | None:
-        """The answer the copy's stated runs prove (translate.translate_by_runs), with no read of
+        """The answer the copy's stated runs prove (rule.translate_by_runs), with no read of
         the target; like the exact search's, dropped by `stale` if a probe of the same pass
         then finds the partition's records out of order."""
-        if not self._in_order(topic, partition, remote, origin, view.start):
+        if not self._in_order(topic, partition, remote, origin, view):
             return None
         result = translate_by_runs(offset, view)
         if result is not None:
@@ -377,7 +284,7 @@ class Translator:
         """The exact search, unless this partition's records are known, or turn out, not to be in
         source order: then the answer comes from one sequential read of the partition."""
         key = (topic, partition)
-        recopied = self.syncs.recopied_at(topic, partition)
+        recopied = view.syncs.recopied
         if key not in self._scans and (recopied is None or recopied <= view.start):
             prober = self._target_prober
 

@@ -8,27 +8,22 @@ offset interval it covers, so later probes inside a covered interval are answere
 
 Aborted records and transaction markers are invisible to the consumer, and records of other
 writers (aggregation, identity active/active) are read but never match, so covered intervals
-hold no flow record other than the ones kept.
-
-Every flow record kept is compared with its neighbours in target order: a source offset that
-does not rise (a re-copy, a mixed incarnation) is remembered, so the translation can tell that
-the order it searches by does not hold there (see translate.py).
+hold no flow record other than the ones kept (coverage.py, which also notes where they are out
+of source order).
 """
 
 from __future__ import annotations
 
 import time
-from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from mirrorflow.control.translate import FlowRecord
+from mirrorflow.control.translation.coverage import Covered, Origin
+from mirrorflow.control.translation.rule import FlowRecord
 from mirrorflow.kafka import KafkaCallError
-from mirrorflow.policy.provenance import ProvenanceError, read_provenance
 
 BATCH = 500
 DRAIN = 20_000
@@ -40,87 +35,6 @@ PROBE_TIMEOUT_S = 60.0
 WARM_SPAN = 64
 WARM_PARTITIONS = 1000
 WARM_GAP = 256  # points closer than this share one read-ahead (what lies between is read and kept)
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Whose records count: those a flow from `alias` copied from `topic`-`partition`."""
-
-    alias: str
-    topic: str
-    partition: int
-
-    def owns(self, message: Message) -> int | None:
-        """The record's source offset if this origin's flow copied it, else None."""
-        try:
-            provenance = read_provenance(message.headers())
-        except ProvenanceError:
-            return None
-        if provenance is None or not provenance.path or provenance.path[-1] != self.alias:
-            return None
-        if (provenance.source_topic, provenance.source_partition) != (self.topic, self.partition):
-            return None
-        return provenance.source_offset
-
-
-@dataclass
-class _Covered:
-    """Intervals [a, b) of one partition already read, and the flow records found in them.
-
-    `inverted_at`: the highest target offset of a flow record known to be followed, later in
-    the partition, by one whose source offset is not higher (-1: none seen).
-    """
-
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-    offsets: array = field(default_factory=lambda: array("q"))
-    source_offsets: array = field(default_factory=lambda: array("q"))
-    inverted_at: int = -1
-
-    def interval_at(self, offset: int) -> int | None:
-        i = bisect_right(self.starts, offset) - 1
-        return i if i >= 0 and offset < self.ends[i] else None
-
-    def end_before(self, offset: int) -> int:
-        """End of the last interval that ends at or before `offset` (0 if none)."""
-        i = bisect_right(self.starts, offset) - 1
-        return self.ends[i] if i >= 0 and self.ends[i] <= offset else 0
-
-    def next_start(self, offset: int) -> int | None:
-        i = bisect_right(self.starts, offset)
-        return self.starts[i] if i < len(self.starts) else None
-
-    def first_record(self, offset: int, before: int) -> FlowRecord | None:
-        i = bisect_left(self.offsets, offset)
-        if i < len(self.offsets) and self.offsets[i] < before:
-            return FlowRecord(self.offsets[i], self.source_offsets[i])
-        return None
-
-    def add(self, start: int, end: int, records: list[FlowRecord]) -> None:
-        """Record that [start, end) was read; it never overlaps a known interval."""
-        i = bisect_left(self.offsets, start)
-        self.offsets[i:i] = array("q", (r.offset for r in records))
-        self.source_offsets[i:i] = array("q", (r.source_offset for r in records))
-        self._check_order(max(0, i - 1), min(len(self.offsets), i + len(records) + 1))
-        j = bisect_left(self.starts, start)
-        self.starts.insert(j, start)
-        self.ends.insert(j, end)
-        self._merge_around(j)
-
-    def _check_order(self, first: int, stop: int) -> None:
-        """Note any adjacent pair among the kept records [first, stop) whose source offsets do not rise."""
-        sources = self.source_offsets
-        for k in range(first + 1, stop):
-            if sources[k] <= sources[k - 1]:
-                self.inverted_at = max(self.inverted_at, self.offsets[k - 1])
-
-    def _merge_around(self, j: int) -> None:
-        if j + 1 < len(self.starts) and self.ends[j] == self.starts[j + 1]:
-            self.ends[j] = self.ends.pop(j + 1)
-            self.starts.pop(j + 1)
-        if j > 0 and self.ends[j - 1] == self.starts[j]:
-            self.ends[j - 1] = self.ends.pop(j)
-            self.starts.pop(j)
 
 
 def _warm_spans(offsets: list[int], end: int) -> list[tuple[int, int]]:
@@ -135,6 +49,20 @@ def _warm_spans(offsets: list[int], end: int) -> list[tuple[int, int]]:
         else:
             spans.append((offset, stop))
     return spans
+
+
+def _batches(consumer: Consumer, stalled: Callable[[str], str]) -> Iterator[list[Message]]:
+    """The consumer's batches, for as long as the caller reads them; once nothing has come for
+    PROBE_TIMEOUT_S, a KafkaCallError saying what `stalled` makes of "returned nothing for ..."."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while True:
+        batch = consumer.consume(BATCH, timeout=POLL_S)
+        if batch:
+            deadline = time.monotonic() + PROBE_TIMEOUT_S
+            yield batch
+        elif time.monotonic() > deadline:
+            silent = f"returned nothing for {PROBE_TIMEOUT_S:.0f}s"
+            raise KafkaCallError(f"{stalled(silent)}; is the cluster reachable?")
 
 
 @dataclass
@@ -164,7 +92,7 @@ class Prober:
             "fetch.wait.max.ms": 10,
         }
         self._consumer: Consumer | None = None
-        self._covered: dict[tuple[str, int, Origin], _Covered] = {}
+        self._covered: dict[tuple[str, int, Origin], Covered] = {}
         self._first_owned: dict[tuple[str, int, Origin, int], bool | None] = {}
         self.fetches = 0
         self.lookups = 0
@@ -190,7 +118,7 @@ class Prober:
         """
         self.lookups += 1
         horizon = limit if end is None else max(limit, end)
-        covered = self._covered.setdefault((topic, partition, origin), _Covered())
+        covered = self._covered.setdefault((topic, partition, origin), Covered())
         while offset < limit:
             at = covered.interval_at(offset)
             if at is not None:
@@ -223,7 +151,7 @@ class Prober:
         # time on such reads).
         points: dict[tuple[str, int], tuple[Origin, int, set[int]]] = {}
         for topic, partition, origin, offset, end in probes:
-            covered = self._covered.setdefault((topic, partition, origin), _Covered())
+            covered = self._covered.setdefault((topic, partition, origin), Covered())
             if covered.interval_at(offset) is not None or offset >= end:
                 continue
             entry = points.setdefault((topic, partition), (origin, end, set()))
@@ -247,22 +175,13 @@ class Prober:
                 self._warm_chunk({key: wanted[key] for key in keys[first : first + WARM_PARTITIONS]})
 
     def _warm_chunk(self, wanted: dict[tuple[str, int], _Warming]) -> None:
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(t, p, w.start) for (t, p), w in wanted.items()])
+        consumer = self._fetch_from([TopicPartition(t, p, w.start) for (t, p), w in wanted.items()])
         pending = set(wanted)
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        while pending:
-            batch = consumer.consume(BATCH, timeout=POLL_S)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise KafkaCallError(
-                        f"{len(pending)} partition(s) returned nothing for {PROBE_TIMEOUT_S:.0f}s "
-                        f"(first: {'-'.join(map(str, min(pending)))}); is the cluster reachable?"
-                    )
-                continue
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
+
+        def stalled(silent: str) -> str:
+            return f"{len(pending)} partition(s) {silent} (first: {'-'.join(map(str, min(pending)))})"
+
+        for batch in _batches(consumer, stalled):
             for message in batch:
                 key = (message.topic(), message.partition())
                 if key not in pending:
@@ -285,9 +204,19 @@ class Prober:
                         warming.records.append(FlowRecord(offset, source_offset))
                 if offset + 1 >= warming.stop:
                     pending.discard(key)
+            if not pending:
+                break
         for (topic, partition), warming in wanted.items():
             covered = self._covered[(topic, partition, warming.origin)]
             covered.add(warming.start, warming.stop, warming.records)
+
+    def _fetch_from(self, partitions: list[TopicPartition]) -> Consumer:
+        """The prober's consumer, assigned to read `partitions` from their offsets: one fetch."""
+        self.fetches += 1
+        if self._consumer is None:
+            self._consumer = Consumer(self._config)
+        self._consumer.assign(partitions)
+        return self._consumer
 
     def inverted_at(self, topic: str, partition: int, origin: Origin) -> int:
         """Highest target offset of a flow record read so far that a later one does not rise
@@ -299,22 +228,13 @@ class Prober:
         """Every flow record in [start, end), in target order: one sequential read, nothing kept."""
         if start >= end:
             return
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, start)])
         last = start - 1
-        deadline = time.monotonic() + PROBE_TIMEOUT_S
-        while last + 1 < end:
-            batch = consumer.consume(BATCH, timeout=POLL_S)
-            if not batch:
-                if time.monotonic() > deadline:
-                    raise KafkaCallError(
-                        f"{topic}-{partition} returned nothing for {PROBE_TIMEOUT_S:.0f}s at offset {last + 1} "
-                        f"(reading it through to {end}); is the cluster reachable?"
-                    )
-                continue
-            deadline = time.monotonic() + PROBE_TIMEOUT_S
+
+        def stalled(silent: str) -> str:
+            return f"{topic}-{partition} {silent} at offset {last + 1} (reading it through to {end})"
+
+        for batch in _batches(consumer, stalled):
             for message in batch:
                 error = message.error()
                 if error is not None:
@@ -332,6 +252,8 @@ class Prober:
                 source_offset = origin.owns(message)
                 if source_offset is not None:
                     yield FlowRecord(offset, source_offset)
+            if last + 1 >= end:
+                return
 
     def copied_by(self, topic: str, partition: int, origin: Origin, offset: int, end: int) -> bool | None:
         """Whether the first record at or after `offset` (before `end`) was copied by `origin`'s
@@ -355,10 +277,7 @@ class Prober:
         """The record at `offset` was not the flow's (or is gone): look at the first visible one."""
         if offset >= end:
             return None
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, offset)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, offset)])
         deadline = time.monotonic() + PROBE_TIMEOUT_S
         while True:
             message = consumer.poll(POLL_S)
@@ -390,10 +309,7 @@ class Prober:
         Once a flow record is found, whatever the consumer has already fetched is kept too (it
         costs no round trip), up to `DRAIN` records, so neighbouring probes hit the cache.
         """
-        self.fetches += 1
-        consumer = self._consumer or Consumer(self._config)
-        self._consumer = consumer
-        consumer.assign([TopicPartition(topic, partition, start)])
+        consumer = self._fetch_from([TopicPartition(topic, partition, start)])
         records: list[FlowRecord] = []
         last = start - 1
         read = 0

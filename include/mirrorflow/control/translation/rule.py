@@ -1,25 +1,10 @@
-"""Exact consumer-offset translation: the pure rule, independent of Kafka.
+"""The translation rule: given what a pass knows of a partition, where a group resumes on the target.
 
 A group that committed upstream offset `u` has consumed every source record below `u` and none
 at or above it. On the target, the offset to commit is therefore the target offset of the first
 replicated record whose source offset is >= u: a consumer that starts there re-reads nothing it
-consumed and skips nothing it had not. MM2 cannot know that offset between its sparse syncs and
-claims "one past the sync" (its +1 rule), so a failed-over group re-reads up to offset.lag.max
-records per partition, and far more when it lags.
-
-mirrorflow knows more:
-- dense offset-syncs (replicate/offset_syncs.py) bracket every run of records contiguous on both
-  clusters, so inside a run `down = run.down + (u - run.up)` and between runs nothing was copied;
-- provenance headers on every copied record name its source offset, and a flow's records are
-  sorted by source offset in each target partition, so reading one record ("a probe") tells on
-  which side of `u` a target offset lies.
-
-That order is checked, not assumed. An at-least-once re-copy (a run died after writing records
-but before recording progress), or a source topic recreated without a floor, leaves the same
-source offsets twice in a target partition. The sync index notes a re-copy (an upstream offset
-going back while the downstream one goes on) and every record a probe reads is compared with its
-neighbours; where the order breaks, the binary search is not trusted and `translate_scanned`
-answers from one sequential read of the partition (Status.SCANNED).
+consumed and skips nothing it had not. Everything here is pure (no Kafka): the syncs, bounds and
+probes come in through PartitionView and a Probe.
 
 A sync mirrorflow wrote states how many records of its run came before it (a header MM2
 ignores), so an offset inside a stated run translates by arithmetic, with no probe
@@ -27,10 +12,15 @@ ignores), so an offset inside a stated run translates by arithmetic, with no pro
 are the two ends of one run or the end and start of two runs (or whether syncs between them
 were compacted away), so the answer is confirmed by probes: first at the offset the run rule
 predicts (one probe when it holds), then by binary search between the bracketing syncs'
-downstream offsets. The search keeps two facts true: every flow record below `low` has source
-offset < u, and `found` is the first flow record at or after `high` (None: there is none before
-the end). Records of other writers in the same target partition (aggregation, identity
-active/active) are not flow records; the probe skips them.
+downstream offsets (translate_exact). The search keeps two facts true: every flow record below
+`low` has source offset < u, and `found` is the first flow record at or after `high` (None:
+there is none before the end). Records of other writers in the same target partition
+(aggregation, identity active/active) are not flow records; the probe skips them.
+
+The search is right only while the flow's records rise in source offset; where they do not,
+translate_scanned answers from one sequential read of the partition. Without provenance on the
+target, MM2's rule applies (translate_mm2_rule, translate_mm2_copy); failback goes the other way
+(translate_back).
 """
 
 from __future__ import annotations
@@ -38,10 +28,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-
-from mirrorflow.mm2.formats import OffsetSync
 
 
 class Status(StrEnum):
@@ -81,89 +69,24 @@ class Translation:
 
 @dataclass(frozen=True)
 class SyncRun:
-    """A partition's usable syncs, ascending in both offsets (see SyncIndex).
+    """A partition's usable syncs, ascending in both offsets (see sync_index.py).
 
     `runs[i]`, where given, is how many records of the run that ends at sync i came before it,
     as the copy that wrote the sync stated (replicate/offset_syncs.RUN_HEADER); -1 where the sync
-    does not say (MirrorMaker 2 wrote it, or an older mirrorflow)."""
+    does not say (MirrorMaker 2 wrote it, or an older mirrorflow). `recopied`: the downstream
+    offset from which the syncs show the flow's records out of source order (an at-least-once
+    re-copy wrote some twice), None when they show no such thing."""
 
     ups: tuple[int, ...]
     downs: tuple[int, ...]
     runs: tuple[int, ...] = ()
+    recopied: int | None = None
 
     def __len__(self) -> int:
         return len(self.ups)
 
     def __getitem__(self, keep: slice) -> SyncRun:
-        return SyncRun(self.ups[keep], self.downs[keep], self.runs[keep])
-
-
-@dataclass
-class SyncIndex:
-    """Every offset-sync of a flow, per source partition, in the order they were written.
-
-    A sync whose upstream or downstream offset goes backwards starts the partition over: the
-    source topic was recreated (MM2's OffsetSyncStore does the same on an upstream rewind) or
-    the remote topic was. A repeated upstream offset replaces the earlier sync.
-
-    An upstream offset that goes back (or repeats) while the downstream one goes on means the
-    records from there were written to the target a second time: `recopied_at` keeps where.
-    A downstream rewind forgets it, since the records before it are gone with the old topic.
-    """
-
-    _ups: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    _downs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    _runs: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    _frozen: dict[tuple[str, int], SyncRun] = field(default_factory=dict)
-    _recopied: dict[tuple[str, int], int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, syncs: Iterable[OffsetSync]) -> SyncIndex:
-        index = cls()
-        for sync in syncs:
-            index.add(sync)
-        return index
-
-    def add(self, sync: OffsetSync, run: int | None = None) -> None:
-        """`run`: the records of its run before it, as the sync's writer stated (None: not said)."""
-        key = (sync.topic, sync.partition)
-        self._frozen.pop(key, None)
-        ups = self._ups.setdefault(key, [])
-        downs = self._downs.setdefault(key, [])
-        runs = self._runs.setdefault(key, [])
-        up, down = sync.upstream_offset, sync.downstream_offset
-        if ups and down < downs[-1]:
-            self._recopied.pop(key, None)
-        elif ups and up <= ups[-1] and down > downs[-1]:
-            self._recopied[key] = down
-        if ups and (up < ups[-1] or down < downs[-1]):
-            ups.clear()
-            downs.clear()
-            runs.clear()
-        if ups and up == ups[-1]:
-            ups.pop()
-            downs.pop()
-            runs.pop()
-        ups.append(up)
-        downs.append(down)
-        runs.append(-1 if run is None else run)
-
-    def partitions(self) -> list[tuple[str, int]]:
-        return sorted(self._ups)
-
-    def recopied_at(self, topic: str, partition: int) -> int | None:
-        """Downstream offset of the latest re-copy of this partition's records, if syncs show one."""
-        return self._recopied.get((topic, partition))
-
-    def run(self, topic: str, partition: int) -> SyncRun:
-        key = (topic, partition)
-        frozen = self._frozen.get(key)
-        if frozen is None:
-            frozen = SyncRun(
-                tuple(self._ups.get(key, ())), tuple(self._downs.get(key, ())), tuple(self._runs.get(key, ()))
-            )
-            self._frozen[key] = frozen
-        return frozen
+        return SyncRun(self.ups[keep], self.downs[keep], self.runs[keep], self.recopied)
 
 
 @dataclass(frozen=True)

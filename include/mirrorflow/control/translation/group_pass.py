@@ -1,4 +1,4 @@
-"""The groups a flow checkpoints, their committed offsets, and those offsets translated.
+"""Which groups a translation pass covers, their committed offsets, and a row per group partition.
 
 Checkpoints and group offset sync read the same source groups the same way (MM2 3.5+): a group
 counts if it passes the group filter and has a committed offset on at least one topic that
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.control.groups import Committed, GroupOffsets, committed_offsets, list_groups
-from mirrorflow.control.translate import Translation
-from mirrorflow.control.translator import Translator
+from mirrorflow.control.translation.partition_pass import Translator
+from mirrorflow.control.translation.rule import Translation
 from mirrorflow.kafka import admin_client
 from mirrorflow.policy import should_replicate_group
 
