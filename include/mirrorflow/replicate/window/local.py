@@ -44,10 +44,15 @@ class LocalTasks:
     def __init__(self, job: CopyJob, settings: WindowSettings) -> None:
         self.job, self.settings = job, settings
         self.interrupted = False
+        self._context = get_context("spawn")
+        self._stop = self._context.Event()
+
+    def stop(self) -> None:
+        """End every task after the batch it is copying."""
+        self._stop.set()
 
     def __call__(self, assigned: list[Assignment]) -> list[TaskOutcome]:
-        context = get_context("spawn")
-        stop = context.Event()
+        context, stop = self._context, self._stop
         results = context.Queue()
         processes = {
             a.index: context.Process(
@@ -68,7 +73,7 @@ class LocalTasks:
                     if self.interrupted:
                         raise
                     self.interrupted = True
-                    stop.set()
+                    self.stop()
                     continue
                 if all(not p.is_alive() for p in processes.values()):
                     self._collect(results, outcomes, timeout=POLL_S)

@@ -19,6 +19,7 @@ record waits at most a batch or two longer at a handover.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets
@@ -86,6 +88,8 @@ class WindowTask:
         self.own_offset: int | None = None
         self.figures = TaskFigures()
         self.batches = 0
+        self.renew = False
+        """Whether the next batch needs a new worker (see _refresh)."""
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> TaskOutcome:
@@ -153,8 +157,12 @@ class WindowTask:
     # -- one batch ----------------------------------------------------------------------------------
     def _batch(self, worker: CopyWorker, admin: Any, tail: RunsTail, *, first: bool) -> CopyWorker:
         job, settings = self.job, self.settings
+        if self.renew:
+            worker.close()
+            worker, self.renew = CopyWorker(job), False
         now = time.monotonic()
         active = [st for st in self.parts.values() if self._slot(st.key) in self.held and st.ready(now)]
+        missing: set[tuple[str, int]] = set()
         try:
             ends = list_offsets(
                 admin,
@@ -162,10 +170,15 @@ class WindowTask:
                 OffsetSpec.latest(),
                 read_committed=True,
                 timeout_s=job.unreachable_timeout_s,
-                missing=set(),
+                missing=missing,
             )
         except KafkaCallError as exc:
             raise WindowFailed(f"the end offsets of cluster {job.source} could not be read: {exc}") from exc
+        for topic in sorted({t for t, _ in missing}):
+            # A partition added since the client last read the topic's metadata is unknown to it
+            # until it reads it again (every topic.metadata.refresh.interval.ms, 5 min): now.
+            with contextlib.suppress(KafkaException):
+                admin.list_topics(topic, timeout=job.unreachable_timeout_s)
         listed_ms = int(time.time() * 1000)
         spans, states = [], []
         for st in active:
@@ -259,6 +272,7 @@ class WindowTask:
             self.leaving |= taken
 
     def _refresh(self, plan: Plan) -> None:
+        known = {topic for topic, _ in self.parts}
         for span in plan.spans:
             key = (span.topic, span.partition)
             if self._slot(key) not in self.held:
@@ -267,6 +281,9 @@ class WindowTask:
             if st is None:
                 self.parts[key] = PartitionState(span)
                 self.outcome.joined += 1
+                # A partition added to a topic the worker copies already: its clients read the
+                # topic's metadata once and would not know the new partition for minutes.
+                self.renew |= span.topic in known
             elif span.incarnation != st.base.incarnation and span.incarnation.split(",")[0]:
                 st.restart(span)
 
