@@ -50,6 +50,22 @@ def assert_exact(src, dst, topic: str) -> None:
     assert [(r.key, r.value) for r in read_all(dst.bootstrap, f"A.{topic}")] == source, topic
 
 
+def older_copy(dst, topic: str, start: int, end: int) -> Producer:
+    """A writer of a mirrorflow without slots, its copy of [start, end) sent in an open transaction."""
+    older = Producer(
+        {
+            "bootstrap.servers": dst.bootstrap,
+            "transactional.id": partition_transactional_id("A", "B", topic, 0),
+        }
+    )
+    older.init_transactions(30)
+    older.begin_transaction()
+    for i in range(start, end):
+        older.produce(f"A.{topic}", b"%s-%d" % (topic.encode(), i), b"k%d" % i, 0)
+    assert older.flush(30) == 0
+    return older
+
+
 def test_a_worker_keeps_its_writers_from_range_to_range(pair) -> None:
     """The long-lived engine: a worker opens (fences, settles) each slot's writer once and copies
     range after range with it; a partition handed over later (a new topic) joins with its own."""
@@ -119,17 +135,7 @@ def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced
     job = make_job(src, dst, max_records=50)
     with CopyWorker(job) as worker:
         assert worker.copy([span(topic, 0, 100)])[0].ok
-        older = Producer(
-            {
-                "bootstrap.servers": dst.bootstrap,
-                "transactional.id": partition_transactional_id("A", "B", topic, 0),
-            }
-        )
-        older.init_transactions(30)
-        older.begin_transaction()
-        for i in range(100, 150):
-            older.produce(f"A.{topic}", b"%s-%d" % (topic.encode(), i), b"k%d" % i, 0)
-        assert older.flush(30) == 0
+        older = older_copy(dst, topic, 100, 150)
 
         result = worker.copy([span(topic, 100, TOTAL)])[0]
 
@@ -149,16 +155,7 @@ def test_an_older_writer_that_committed_between_two_ranges_is_followed_not_copie
     job = make_job(src, dst, max_records=50)
     with CopyWorker(job) as worker:
         assert worker.copy([span(topic, 0, 100)])[0].ok
-        older = Producer(
-            {
-                "bootstrap.servers": dst.bootstrap,
-                "transactional.id": partition_transactional_id("A", "B", topic, 0),
-            }
-        )
-        older.init_transactions(30)
-        older.begin_transaction()
-        for i in range(100, 150):
-            older.produce(f"A.{topic}", b"%s-%d" % (topic.encode(), i), b"k%d" % i, 0)
+        older = older_copy(dst, topic, 100, 150)
         key, value, home = progress_record("A", topic, 0, 149, 25)
         older.produce(PROGRESS, value, key, home)
         older.commit_transaction(30)

@@ -136,7 +136,8 @@ def test_progress_is_stored_as_connect_source_offsets_java_can_read(shared_clust
         # the writer slot count mirrorflow adds (MirrorSourceTask reads only "offset"; tests/mm2
         # runs MM2 on it).
         assert re.fullmatch(
-            rb'\{"offset":3,"mirrorflow\.incarnation":"[A-Za-z0-9+/=]+,[A-Za-z0-9+/=]+","mirrorflow\.slots":256\}',
+            rb'\{"offset":3,"mirrorflow\.incarnation":"[A-Za-z0-9+/=]+,[A-Za-z0-9+/=]+","mirrorflow\.slots":256,'
+            rb'"mirrorflow\.commit":"[0-9a-f]{12}"\}',
             values[-1],
         )
 

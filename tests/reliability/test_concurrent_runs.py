@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ..integration.kafkatools import create_topics, produce_keyed, read_all
+from ..integration.kafkatools import create_topics, produce_keyed, read_all, read_topic
 from ..integration.mirror_setup import mm2_text
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
@@ -36,16 +36,25 @@ def run_together(commands: list[list[str]]) -> None:
             assert all("fenced: another writer took over" in line for line in failed), failed
 
 
-@pytest.mark.parametrize("trial", range(2))
-def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_clusters, tmp_path, trial) -> None:
+@pytest.mark.parametrize(
+    ("partitions", "records", "chunk"),
+    [(PARTITIONS, RECORDS, 500), (24, 24 * 40 * 10, 300)],
+    ids=["large partitions", "small partitions sharing transactions"],
+)
+def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(
+    kafka_clusters, tmp_path, partitions, records, chunk
+) -> None:
+    """Both shapes: partitions copied chunk after chunk, and many partitions with a few records
+    each, whose copies share transactions (each run then copies 10 batches of 40 records per
+    partition, so the runs meet inside shared transactions)."""
     a, b = kafka_clusters(2)
-    create_topics(a.bootstrap, ("orders", PARTITIONS))
-    produce_keyed(a.bootstrap, "orders", RECORDS, PARTITIONS, b"v" * 100)
+    create_topics(a.bootstrap, ("orders", partitions))
+    produce_keyed(a.bootstrap, "orders", records, partitions, b"v" * 100)
     config = tmp_path / "mm2.properties"
     # Small transactions and two workers per run, so the runs meet on most partitions.
     config.write_text(
         mm2_text(
-            [a, b], ["A->B"], "A->B.topics = orders\ntasks.max = 2\nmirrorflow.range.max.records = 500\n"
+            [a, b], ["A->B"], f"A->B.topics = orders\ntasks.max = 2\nmirrorflow.range.max.records = {chunk}\n"
         )
     )
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
@@ -53,10 +62,10 @@ def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(kafka_cluster
     run_together([command, command])
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-3000:]
-    for partition in range(PARTITIONS):
-        source = read_all(a.bootstrap, "orders", partition)
-        target = read_all(b.bootstrap, "A.orders", partition)
-        assert [r.content() for r in target] == [r.content() for r in source], f"partition {partition}"
+    source = read_topic(a.bootstrap, "orders", partitions)
+    target = read_topic(b.bootstrap, "A.orders", partitions)
+    for partition in range(partitions):
+        assert [r.content() for r in target[partition]] == [r.content() for r in source[partition]], partition
 
 
 @pytest.mark.parametrize("modes", [("at-least-once", "at-least-once"), ("at-least-once", "exactly-once")])

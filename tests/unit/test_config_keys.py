@@ -56,6 +56,7 @@ def test_mirrorflow_keys_table() -> None:
         "mirrorflow.microbatch.window.seconds",
         "mirrorflow.range.max.records",
         "mirrorflow.range.max.bytes",
+        "mirrorflow.replicate.max.bytes.per.second",
         "mirrorflow.delivery",
         "mirrorflow.provenance.headers.enabled",
         "mirrorflow.cluster.unreachable.timeout.ms",

@@ -279,3 +279,15 @@ def test_bad_offsets_topic_settings_are_reported() -> None:
     with pytest.raises(ConfigError) as raised:
         load_config(base + "offset.storage.replication.factor = three\n")
     assert "offset.storage.replication.factor" in str(raised.value)
+
+
+def test_a_flows_byte_rate_cap_is_a_flow_setting_and_never_negative() -> None:
+    config = _load(
+        TWO
+        + "A->B.enabled = true\nB->A.enabled = true\nA->B.mirrorflow.replicate.max.bytes.per.second = 5000000\n"
+    )
+    assert config.flow("A", "B").replicate_max_bytes_per_second == 5_000_000
+    assert config.flow("B", "A").replicate_max_bytes_per_second == 0, "no cap by default"
+    with pytest.raises(ConfigError) as info:
+        _load(TWO + "A->B.enabled = true\nmirrorflow.replicate.max.bytes.per.second = -1\n")
+    assert "write a number of bytes per second, or 0 for no limit" in str(info.value)

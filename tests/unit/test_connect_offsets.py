@@ -294,10 +294,10 @@ def test_the_incarnation_rides_along_in_the_offset_value_and_plain_values_stay_b
     assert encode_offset_value(41, "") == b'{"offset":41}'
     value = encode_offset_value(41, "AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7")
     assert value == b'{"offset":41,"mirrorflow.incarnation":"AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7"}'
-    assert decode_offset_entry(value) == (41, "AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7", 0)
+    assert decode_offset_entry(value) == (41, "AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7", 0, "")
     assert decode_offset_value(value) == 41
-    assert decode_offset_entry(b'{"offset":41}') == (41, "", 0)
-    assert decode_offset_entry(None) == (None, "", 0)
+    assert decode_offset_entry(b'{"offset":41}') == (41, "", 0, "")
+    assert decode_offset_entry(None) == (None, "", 0, "")
     assert split_incarnation("AAAAAAAAAAEAAAAAAAAAAg,a+b/c==,7") == ("AAAAAAAAAAEAAAAAAAAAAg", "a+b/c==", 7)
     assert split_incarnation("") == ("", "", 0)
     assert (
@@ -308,9 +308,9 @@ def test_the_incarnation_rides_along_in_the_offset_value_and_plain_values_stay_b
 def test_the_writer_slot_count_rides_along_and_values_without_it_read_as_zero() -> None:
     value = encode_offset_value(41, "s,r", 256)
     assert value == b'{"offset":41,"mirrorflow.incarnation":"s,r","mirrorflow.slots":256}'
-    assert decode_offset_entry(value) == (41, "s,r", 256)
-    assert decode_offset_entry(encode_offset_value(7, "", 16)) == (7, "", 16)
+    assert decode_offset_entry(value) == (41, "s,r", 256, "")
+    assert decode_offset_entry(encode_offset_value(7, "", 16, "c0ffee")) == (7, "", 16, "c0ffee")
     assert decode_offset_value(value) == 41
     # Anything but a positive integer is "named none": such a writer is fenced by its old id.
     for odd in (b"true", b'"256"', b"0", b"-3", b"null"):
-        assert decode_offset_entry(b'{"offset":5,"mirrorflow.slots":%s}' % odd) == (5, "", 0)
+        assert decode_offset_entry(b'{"offset":5,"mirrorflow.slots":%s}' % odd) == (5, "", 0, "")

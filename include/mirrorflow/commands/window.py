@@ -58,9 +58,9 @@ def run_window(
     plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
     print_plan(console, planned, plan)
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=window_s, handover=False)
-    job = runner.copy_job_for(flow, clients, plan)
-    tasks = LocalTasks(job, settings)
     count = task_count(plan)
+    job = runner.copy_job_for(flow, clients, plan, workers=count)
+    tasks = LocalTasks(job, settings)
     console.print(
         f"[bold]micro-batch[/bold] window of {(settings.ends_ms - plan.created_ms) / 1000:g}s, a batch every "
         f"{settings.interval_s:g}s, {count} task(s); Ctrl-C ends it after the batch in flight",

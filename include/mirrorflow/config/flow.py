@@ -124,6 +124,7 @@ class FlowConfig:
     microbatch_window_seconds: int
     range_max_records: int
     range_max_bytes: int
+    replicate_max_bytes_per_second: int
     delivery: str
     provenance_headers_enabled: bool
     cluster_unreachable_timeout_ms: int

@@ -59,6 +59,13 @@ def parse_run_seconds(raw: str) -> int:
     return value
 
 
+def parse_rate(raw: str) -> int:
+    value = parse_int(raw, kind="long")
+    if value < 0:
+        raise InvalidValue(f"{value} is negative", "write a number of bytes per second, or 0 for no limit")
+    return value
+
+
 def parse_delivery(raw: str) -> str:
     value = raw.strip()
     if value not in DELIVERY_CHOICES:
@@ -163,6 +170,14 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         67108864,
         parse_positive,
         "Most record bytes a copy range carries before it is cut (64 MiB).",
+    ),
+    MirrorflowKey(
+        "mirrorflow.replicate.max.bytes.per.second",
+        "integer >= 0",
+        0,
+        parse_rate,
+        "Most record bytes (keys and values) a flow's copy moves per second, all its workers and Spark "
+        "tasks together: each of a run's workers gets an equal share and holds its reads to it. 0: no limit.",
     ),
     MirrorflowKey(
         "mirrorflow.delivery",

@@ -40,7 +40,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Self
+from typing import NamedTuple, Self
 
 MIRROR_SOURCE_CONNECTOR = "MirrorSourceConnector"
 DEFAULT_OFFSETS_PARTITIONS = 25
@@ -260,14 +260,19 @@ def _parse_json(part: str, data: bytes | bytearray | memoryview) -> object:
 
 INCARNATION_KEY = "mirrorflow.incarnation"
 SLOTS_KEY = "mirrorflow.slots"
+COMMIT_KEY = "mirrorflow.commit"
 
 
-def encode_offset_value(offset: int | None, incarnation: str = "", slots: int = 0) -> bytes | None:
+def encode_offset_value(
+    offset: int | None, incarnation: str = "", slots: int = 0, commit: str = ""
+) -> bytes | None:
     """`{"offset":N}`, or None for the tombstone that deletes the stored offset.
 
     mirrorflow adds `"mirrorflow.incarnation":"<source topic id>,<remote topic id>"` when it
-    knows them: the topic incarnations the offset was copied between; and `"mirrorflow.slots":S`
-    when its writer's transactional.id was that of one of S writer slots (see replicate.copy).
+    knows them: the topic incarnations the offset was copied between; `"mirrorflow.slots":S`
+    when its writer's transactional.id was that of one of S writer slots (see replicate.copy);
+    and `"mirrorflow.commit":"<token>"`, a token of the transaction that wrote it, by which a
+    writer whose commit failed tells whether it happened all the same.
     MirrorSourceTask reads only `offset` from the map (MirrorUtils.unwrapOffset), so MM2
     continues from it unchanged, and the value it writes back has neither (which mirrorflow
     then reads as "written by another kind of writer")."""
@@ -280,6 +285,8 @@ def encode_offset_value(offset: int | None, incarnation: str = "", slots: int = 
         value += b',"%s":%s' % (INCARNATION_KEY.encode(), jackson_string(incarnation).encode("utf-8"))
     if slots:
         value += b',"%s":%d' % (SLOTS_KEY.encode(), slots)
+    if commit:
+        value += b',"%s":%s' % (COMMIT_KEY.encode(), jackson_string(commit).encode("utf-8"))
     return value + b"}"
 
 
@@ -288,11 +295,19 @@ def decode_offset_value(value: bytes | bytearray | memoryview | None) -> int | N
     return decode_offset_entry(value)[0]
 
 
-def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[int | None, str, int]:
-    """(stored upstream offset, incarnation or "" when the writer named none, the writer's
-    slot count or 0 when it named none)."""
+class OffsetEntry(NamedTuple):
+    """A stored MirrorSourceConnector offset and what mirrorflow wrote beside it ("" or 0 when
+    the writer named none)."""
+
+    offset: int | None
+    incarnation: str = ""
+    slots: int = 0
+    commit: str = ""
+
+
+def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> OffsetEntry:
     if value is None:
-        return None, "", 0
+        return OffsetEntry(None)
     parsed = _parse_json("value", value)
     if not (isinstance(parsed, dict) and "offset" in parsed):
         raise ConnectOffsetFormatError(
@@ -303,11 +318,13 @@ def decode_offset_entry(value: bytes | bytearray | memoryview | None) -> tuple[i
     incarnation = incarnation if isinstance(incarnation, str) else ""
     slots = parsed.get(SLOTS_KEY)
     slots = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else 0
+    commit = parsed.get(COMMIT_KEY)
+    commit = commit if isinstance(commit, str) else ""
     if offset is None:
-        return None, incarnation, slots
+        return OffsetEntry(None, incarnation, slots, commit)
     if not isinstance(offset, int) or isinstance(offset, bool):
         raise ConnectOffsetFormatError(f"MirrorSourceConnector offset must be an integer, got {offset!r}")
-    return offset, incarnation, slots
+    return OffsetEntry(offset, incarnation, slots, commit)
 
 
 def resume_offset(stored_offset: int | None) -> int | None:

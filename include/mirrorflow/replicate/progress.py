@@ -64,6 +64,8 @@ class Stored:
     slots: int = 0
     """The writer slots of the copy that wrote it (see replicate.plan.COPY_SLOTS); 0 when the
     writer named none (MM2, or a mirrorflow that wrote with a transactional.id per partition)."""
+    commit: str = ""
+    """The token of the transaction that wrote it ("" when the writer named none)."""
 
     @property
     def floor(self) -> int:
@@ -100,10 +102,11 @@ def progress_record(
     num_partitions: int,
     incarnation: str = "",
     slots: int = 0,
+    commit: str = "",
 ):
     """(key, value, partition) of the progress record for one source partition."""
     key = SourceOffsetKey(cluster=source_alias, topic=topic, partition=partition)
-    value = encode_offset_value(offset, incarnation, slots)
+    value = encode_offset_value(offset, incarnation, slots, commit)
     return key.key_bytes(), value, key.offsets_partition(num_partitions)
 
 
@@ -370,10 +373,10 @@ def _apply(
         return
     where = (parsed.topic, parsed.partition)
     try:
-        offset, incarnation, slots = decode_offset_entry(value)
+        entry = decode_offset_entry(value)
     except ConnectOffsetFormatError:
         return
-    if offset is None:
+    if entry.offset is None:
         found.pop(where, None)
     else:
-        found[where] = Stored(offset, incarnation, slots)
+        found[where] = Stored(entry.offset, entry.incarnation, entry.slots, entry.commit)

@@ -24,7 +24,12 @@ from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
 
 
-def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
+def copy_job_for(
+    flow: FlowConfig, clients: FlowClients, plan: Plan, *, workers: int | None = None
+) -> CopyJob:
+    """The copy job of `plan`; `workers` is how many processes copy at once (the byte-rate cap is
+    shared among them), by default the plan's slices (a micro-batch window passes its tasks: its
+    plan may have nothing pending yet)."""
     syncs_on_target = flow.offset_syncs_cluster == flow.target
     return CopyJob(
         run_id=plan.run_id,
@@ -44,6 +49,8 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         source_admin=clients.source_admin,
         target_admin=clients.target_admin,
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
+        max_bytes_per_second=flow.replicate_max_bytes_per_second,
+        workers=workers or max(1, len(plan.slices())),
     )
 
 

@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     plan = Plan.from_json(body)
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
-    job = copy_job_for(flow, clients, plan)
     slots = spark_task_slots()
     tasks = task_count(plan, slots)
+    job = copy_job_for(flow, clients, plan, workers=tasks)
     if tasks < task_count(plan):
         log.warning(
             "Spark offers %d task slots, fewer than the %d tasks this window would run (tasks.max = %d): "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -33,6 +34,32 @@ from mirrorflow.replicate.copy.job import CopyJob, UnitResult
 from mirrorflow.replicate.progress import ProgressReader
 
 CONSUME_BATCH = 2000
+
+
+class Throttle:
+    """A worker's share of its flow's byte rate, shared by the worker's copy threads.
+
+    A virtual clock: each read of n bytes moves the time the worker's budget frees up by n / rate
+    (from now, if that time has passed: an idle worker earns nothing), and a reader sleeps while
+    that time is more than BURST_S ahead of now. So over any stretch the worker moves at most its
+    rate times the stretch plus BURST_S, and nothing is spent on a clock while there is no cap."""
+
+    BURST_S = 0.25
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._free_at = time.monotonic()
+
+    def take(self, count: int) -> None:
+        if self.rate <= 0 or count <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._free_at = max(self._free_at, now) + count / self.rate
+            wait = self._free_at - now - self.BURST_S
+        if wait > 0:
+            time.sleep(wait)
 
 
 class Stats:
@@ -73,10 +100,13 @@ class PooledConsumer:
 
 
 class SharedClients:
-    def __init__(self, job: CopyJob) -> None:
+    def __init__(self, job: CopyJob, *, keep_writers: bool = False) -> None:
         from mirrorflow.replicate.copy.writer import SlotWriter
 
         self.job = job
+        self.keep_writers = keep_writers
+        """Slot writers stay open after a slot's copy (a worker copying range after range), or
+        go with it (a batch worker: at most about SLOT_THREADS producers open at once)."""
         self.progress = ProgressReader(job.target_consumer, job.progress_topic, job.source)
         self.progress_partitions: int | None = None
         self._writer_class = SlotWriter
@@ -95,6 +125,7 @@ class SharedClients:
         """The first copy of the worker that found a cluster unreachable."""
         self.watches = watches(job)
         """(source, target) reachability, as every copy of the worker sees it."""
+        self.throttle = Throttle(job.max_bytes_per_second / max(1, job.workers))
 
     # -- writers -------------------------------------------------------------------------------
     def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)
@@ -104,6 +135,18 @@ class SharedClients:
             if found is None:
                 found = self._writers[slot] = self._writer_class(self.job, slot, self)
             return found
+
+    def release(self, slot: int) -> None:
+        """Let a slot's writer go, unless writers are kept (see keep_writers); a fenced one stays
+        known as such."""
+        if self.keep_writers:
+            return
+        with self._lock:
+            writer = self._writers.get(slot)
+            if writer is not None and writer.fenced is None:
+                del self._writers[slot]
+        if writer is not None:
+            writer.close()
 
     def committed(self) -> dict[tuple[str, int], int]:
         with self._lock:

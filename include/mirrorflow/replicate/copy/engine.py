@@ -31,9 +31,9 @@ class CopyWorker:
     copy of it ended (or a fresh plan's span); the slot writers check that against what they
     committed (see resume.py)."""
 
-    def __init__(self, job: CopyJob) -> None:
+    def __init__(self, job: CopyJob, *, keep_writers: bool = True) -> None:
         self.job = job
-        self.shared = SharedClients(job)
+        self.shared = SharedClients(job, keep_writers=keep_writers)
         self._pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="mirrorflow-copy")
 
     def copy(self, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
@@ -86,5 +86,5 @@ class CopyWorker:
 
 def copy_slice(job: CopyJob, spans: Iterable[PartitionSpan]) -> list[UnitResult]:
     """One batch worker's share: whole writer slots, copied once, then the clients go."""
-    with CopyWorker(job) as worker:
+    with CopyWorker(job, keep_writers=False) as worker:
         return worker.copy(spans)

@@ -36,6 +36,10 @@ class CopyJob:
     target_admin: dict[str, Any] = field(default_factory=dict, repr=False)
     stall_timeout_s: float = 120.0
     unreachable_timeout_s: float = 15.0
+    max_bytes_per_second: int = 0
+    """The flow's cap (mirrorflow.replicate.max.bytes.per.second); 0: none."""
+    workers: int = 1
+    """How many workers share the cap (a run's tasks): each holds its reads to an equal share."""
 
     @property
     def transaction_timeout_s(self) -> float:

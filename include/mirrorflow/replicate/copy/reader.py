@@ -13,14 +13,14 @@ flushes and commits.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from mirrorflow.kafka import ClusterWatch, watermarks
 from mirrorflow.replicate.copy.calls import topic_metadata
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy
-from mirrorflow.replicate.copy.clients import CONSUME_BATCH, PooledConsumer
+from mirrorflow.replicate.copy.clients import CONSUME_BATCH, PooledConsumer, Throttle
 from mirrorflow.replicate.copy.job import CopyError, CopyJob
 
 CONSUME_TIMEOUT_S = 0.1
@@ -31,8 +31,8 @@ Where = tuple[str, int]
 class SourceReader:
     """One pooled consumer, reading for one slot's transactions one after another."""
 
-    def __init__(self, pooled: PooledConsumer, watch: ClusterWatch) -> None:
-        self.pooled, self.watch = pooled, watch
+    def __init__(self, pooled: PooledConsumer, watch: ClusterWatch, throttle: Throttle) -> None:
+        self.pooled, self.watch, self.throttle = pooled, watch, throttle
         self.consumer = pooled.consumer
         self.positions: dict[Where, int] = {}
         """Each assigned partition's next offset as the copies see it."""
@@ -99,25 +99,41 @@ class SourceReader:
                 continue
             idle_since = time.monotonic()
             self.watch.alive()
-            by_partition: dict[Where, list[Message]] = {}
-            for message in batch:
-                topic = message.topic()
-                if topic is None:
-                    error = message.error()
-                    if error is not None:
-                        raise KafkaException(error)
-                    continue
-                by_partition.setdefault((topic, message.partition()), []).append(message)
-            for where, messages in by_partition.items():
+            before = read_bytes
+            for where, messages in self._by_partition(batch, copies):
                 if where not in unread:
                     continue  # read to its end already, or left from the consumer's last assignment
                 if sum(chunk.bytes for _, chunk in copies.values()) >= job.max_bytes:
                     self.leftover.setdefault(where, []).extend(messages)
                     continue
                 self._hand(where, messages, copies, unread, producer, target_watch)
+            self.throttle.take(sum(chunk.bytes for _, chunk in copies.values()) - before)
         for copy, chunk in copies.values():
             if chunk.reached_end:
                 chunk.last_processed = max(chunk.last_processed, copy.end - 1)
+
+    @staticmethod
+    def _by_partition(
+        batch: list[Message], copies: dict[Where, object]
+    ) -> Iterable[tuple[Where, list[Message]]]:
+        """The batch's messages per partition, in order. A transaction of one partition (a large
+        one, chunk after chunk) gets its batch as it is when its first and last message are that
+        partition's: the consumer reads nothing else, so nothing between them is another's."""
+        first, last = batch[0], batch[-1]
+        if len(copies) == 1 and first.topic() is not None:
+            where = (first.topic(), first.partition())
+            if where in copies and (last.topic(), last.partition()) == where:
+                return [(where, batch)]
+        by_partition: dict[Where, list[Message]] = {}
+        for message in batch:
+            topic = message.topic()
+            if topic is None:
+                error = message.error()
+                if error is not None:
+                    raise KafkaException(error)
+                continue
+            by_partition.setdefault((topic, message.partition()), []).append(message)
+        return by_partition.items()
 
     def _hand(
         self,
@@ -132,17 +148,20 @@ class SourceReader:
         expected = chunk.last_processed + 1
         if messages[0].offset() < expected and messages[0].error() is None:
             messages = [m for m in messages if m.offset() >= expected or m.error() is not None]
-        for index, message in enumerate(messages):
-            error = message.error()
-            if error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET:
-                if index:
-                    copy.take(chunk, messages[:index], producer, target_watch)
-                offset = message.offset() if message.offset() >= 0 else chunk.last_processed + 1
-                self._skip_deleted(copy, chunk, offset)
-                break
-        else:
-            if messages:
-                copy.take(chunk, messages, producer, target_watch)
+        # A partition whose next offset is gone ends its fetching with the reset error: it can
+        # only be the last of the partition's messages.
+        tail = messages[-1] if messages else None
+        reset = (
+            tail is not None
+            and tail.error() is not None
+            and tail.error().code() == KafkaError._AUTO_OFFSET_RESET
+        )
+        taken = messages[:-1] if reset else messages
+        if taken:
+            copy.take(chunk, taken, producer, target_watch)
+        if reset:
+            assert tail is not None
+            self._skip_deleted(copy, chunk, tail.offset() if tail.offset() >= 0 else chunk.last_processed + 1)
         self.positions[where] = chunk.last_processed + 1
         if chunk.reached_end or chunk.refused is not None:
             unread.discard(where)

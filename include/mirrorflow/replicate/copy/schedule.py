@@ -57,7 +57,11 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
     if not spans:
         return []
     copies = [PartitionCopy(job, span, UnitResult.for_span(span)) for span in spans]
-    _SlotCopy(job, copies, shared, shared.writer(slots.pop())).run()
+    slot = slots.pop()
+    try:
+        _SlotCopy(job, copies, shared, shared.writer(slot)).run()
+    finally:
+        shared.release(slot)
     return [c.result for c in copies]
 
 
@@ -185,7 +189,9 @@ class _SlotCopy:
         source_watch, target_watch = self.watches
         if any(c.pending for c in batch):
             if self.reader is None:
-                self.reader = SourceReader(self.shared.source_consumer(source_watch), source_watch)
+                self.reader = SourceReader(
+                    self.shared.source_consumer(source_watch), source_watch, self.shared.throttle
+                )
             self.reader.watch = self.reader.pooled.watch = source_watch
         large = any(c.pending > SMALL_SPAN for c in batch)
         try:

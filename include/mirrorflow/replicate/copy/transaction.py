@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,9 +102,10 @@ def transact(
         if exactly_once:
             retrying(producer.abort_transaction, watch, "abort_transaction")
         return
-    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, watch)
-    _commit(job, staged, producer if exactly_once else writer.fence, writer, shared, watch)
-    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started)
+    commit = os.urandom(6).hex()
+    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
+    _commit(staged, producer if exactly_once else writer.fence, writer, shared, watch, commit)
+    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started, commit)
 
 
 def _staged(
@@ -174,7 +176,7 @@ def _check_landing(job: CopyJob, copy: PartitionCopy, writer: SlotWriter, downs:
 
 
 def _stage_progress(
-    job: CopyJob, staged: list[_Staged], producer: Producer | None, shared: SharedClients, watch: ClusterWatch
+    job: CopyJob, staged: list[_Staged], producer: Producer | None, shared: SharedClients, commit: str
 ) -> list[SyncRecords]:
     """Produce each partition's progress (and target-side offset-syncs) into the transaction;
     returns the offset-syncs as records, for the source side once it commits."""
@@ -196,6 +198,7 @@ def _stage_progress(
             shared.progress_partitions or 0,
             span.incarnation,
             COPY_SLOTS,
+            commit,
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
         records = [
@@ -209,12 +212,12 @@ def _stage_progress(
 
 
 def _commit(
-    job: CopyJob,
     staged: list[_Staged],
     producer: Producer | None,
     writer: SlotWriter,
     shared: SharedClients,
     watch: ClusterWatch,
+    commit: str,
 ) -> None:
     assert producer is not None
     try:
@@ -227,7 +230,8 @@ def _commit(
         cause: BaseException = exc
     except ClusterUnreachable as exc:
         cause = exc
-    # The commit may have happened. Progress says: it holds every staged value, or none.
+    # The commit may have happened. Progress says: it holds this transaction's token (every
+    # staged record carries it) or not; a newer writer's progress may equal ours in all else.
     fenced = isinstance(cause, KafkaException) and is_fencing(cause, writer.fatal)
     keys = [(item.copy.span.topic, item.copy.span.partition) for item in staged]
     try:
@@ -238,8 +242,7 @@ def _commit(
             "the next run reads it from progress"
         ) from cause
     found = [shared.progress.get(*where) for where in keys]
-    wanted = [Stored(item.last, item.copy.span.incarnation, COPY_SLOTS) for item in staged]
-    if found == wanted:
+    if all(stored is not None and stored.commit == commit for stored in found):
         log.info(
             "the commit of %d partition(s) reported %s but happened (progress holds it)", len(staged), cause
         )
@@ -259,6 +262,7 @@ def _after_commit(
     writer: SlotWriter,
     source_watch: ClusterWatch,
     seconds: float,
+    commit: str,
 ) -> None:
     """Count what the transaction committed and send the source-side offset-syncs (flushed when
     the slot's copy ends, see schedule.py); never raises."""
@@ -273,7 +277,9 @@ def _after_commit(
         span = copy.span
         copy.position = item.last + 1
         copy.moves = False
-        writer.committed[(span.topic, span.partition)] = Stored(item.last, span.incarnation, COPY_SLOTS)
+        writer.committed[(span.topic, span.partition)] = Stored(
+            item.last, span.incarnation, COPY_SLOTS, commit
+        )
         result.progress = item.last
         result.copy_seconds = round(result.copy_seconds + seconds, 3)
         if index == 0:
