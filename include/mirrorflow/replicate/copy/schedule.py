@@ -109,8 +109,10 @@ class _SlotCopy:
             source_ids, remote_ids = self.shared.live_topic_ids(
                 {s.topic for s in spans}, {s.remote_topic for s in spans}
             )
-        except KafkaException:
-            return  # a cluster that does not answer fails the copy itself, with its own cause
+        except (KafkaException, TimeoutError):
+            # A cluster that does not answer (DescribeTopics times out: the future's TimeoutError)
+            # fails the copy itself, with its own cause.
+            return
         for copy in self.copies:
             try:
                 check_live(copy.span, source_ids, remote_ids)

@@ -140,5 +140,9 @@ class RunsTail:
             elif isinstance(record, IncompleteRunRecord):
                 log.warning("%s", record.message)
 
+    def probe(self, timeout_s: float) -> None:
+        """Ask the cluster for the topic's metadata (raises KafkaException when it does not answer)."""
+        self._consumer.list_topics(RUNS_TOPIC, timeout=timeout_s)
+
     def close(self) -> None:
         close_quietly(self._consumer)

@@ -30,10 +30,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from mirrorflow.kafka import KafkaCallError, admin_client, list_offsets
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.plan import Plan, writer_slot
-from mirrorflow.replicate.runs import RunRecord
+from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
     TAKEOVER,
@@ -44,6 +44,7 @@ from mirrorflow.replicate.window.channel import (
 )
 from mirrorflow.replicate.window.figures import TaskFigures
 from mirrorflow.replicate.window.partitions import PartitionState
+from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings
 from mirrorflow.replicate.window.share import Assignment
 
@@ -94,10 +95,14 @@ class WindowTask:
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> TaskOutcome:
         job, settings, outcome = self.job, self.settings, self.outcome
+        reach = TargetReach(job)
         tail = RunsTail(
-            job.target_consumer, self.assignment.flow, (REFRESH, TAKEOVER), start=self.assignment.plan_offset
+            reach.config(job.target_consumer),
+            self.assignment.flow,
+            (REFRESH, TAKEOVER),
+            start=self.assignment.plan_offset,
         )
-        status = StatusWriter(job.target_producer, self.assignment.flow, self.assignment.run_id)
+        status = StatusWriter(reach.config(job.target_producer), self.assignment.flow, self.assignment.run_id)
         worker: CopyWorker | None = None
         try:
             self._read(tail.catch_up(job.unreachable_timeout_s))
@@ -128,8 +133,9 @@ class WindowTask:
                 if self.batches % settings.status_every == 0:
                     status.send(self._status())
                 self._read(tail.poll())
+                reach.check(tail.probe)
                 self._sleep(tick + settings.interval_s - time.monotonic())
-        except WindowFailed as exc:
+        except (WindowFailed, ClusterUnreachable, RunRecordNotStored) as exc:
             outcome.error = str(exc)
             outcome.stopped = "failed"
         finally:
