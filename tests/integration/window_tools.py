@@ -4,6 +4,7 @@ check that a remote topic holds its source's records exactly once, in order."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -61,7 +62,9 @@ class SteadyProducer(threading.Thread):
 class WindowRun(threading.Thread):
     """One window of source->target with local worker processes, as `mirrorflow replicate` runs
     it, in a thread of the test (`handover`: it waits for a next window to take over, as a DAG
-    run's window does). `stop()` ends it after the batch in flight, as Ctrl-C does."""
+    run's window does, for `handover_s` at most, by default its length: a loaded machine may
+    need longer to start the next one). `stop()` ends it after the batch in flight, as Ctrl-C
+    does."""
 
     def __init__(
         self,
@@ -70,6 +73,7 @@ class WindowRun(threading.Thread):
         *,
         length_s: float,
         handover: bool,
+        handover_s: float | None = None,
         source: str = "A",
         target: str = "B",
     ) -> None:
@@ -81,6 +85,8 @@ class WindowRun(threading.Thread):
         settings = window_settings(
             self.flow, started_ms=plan.created_ms, length_s=length_s, handover=handover
         )
+        if handover_s is not None:
+            settings = dataclasses.replace(settings, handover_s=handover_s)
         self.tasks = LocalTasks(runner.copy_job_for(self.flow, self.clients, plan), settings)
         self.driver = WindowDriver(
             self.flow, self.clients, plan, planned["plan_offset"], settings, log_line=lambda _line: None
