@@ -10,6 +10,8 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from mirrorflow.control.window_status import window_lag
+
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import mm2_config
 from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly
@@ -20,7 +22,7 @@ MICRO_BATCH = (
 )
 
 
-def _wait_for(check, what: str, timeout_s: float = 60) -> None:
+def _wait_for(check, what: str, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
@@ -37,7 +39,7 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
     config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\n" + MICRO_BATCH)
     producer = SteadyProducer(a.bootstrap, topic, 4, rate=400, seed=SEED)
     producer.start()
-    first = WindowRun(config, unique("first"), length_s=8, handover=True)
+    first = WindowRun(config, unique("first"), length_s=8, handover=True, handover_s=120)
     first.start()
     _wait_for(
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
@@ -57,6 +59,11 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
     assert before.report.window["retakes"] == after.report.window["retakes"] == 0
     assert before.report.totals()["records"] + after.report.totals()["records"] == sent
     assert after.report.window["lag_s"]["max"] is not None
+    # The status page and the metrics read the newest window's status records from the target.
+    lag = window_lag(b.client_config(), "A->B", timeout_s=30)
+    assert lag is not None and lag["run_id"] == second.driver.plan.run_id, lag
+    assert lag["tasks"] == second.count and lag["records"] > 0
+    assert lag["lag_recent_s"]["p99"] is not None and topic in lag["topics"]
 
 
 def test_topics_created_grown_and_recreated_mid_window_are_copied_and_reported(

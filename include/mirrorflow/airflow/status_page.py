@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from mirrorflow.airflow.status_seconds import flow_seconds, topic_seconds
 from mirrorflow.config import MirrorConfig
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import (
@@ -410,10 +411,12 @@ def _flows_table(view: PageView, status: MirrorStatus) -> str:
             name += ' <span class="badge warn" title="unpause it in Airflow">paused</span>'
         cells = [name, badge(health.level, health.label or LEVEL_WORD[health.level], health.why)]
         if flow.lag is None:
-            cells.append('<span class="muted">-</span>')
+            cells.append('<span class="muted">-</span>' + flow_seconds(flow.window))
         else:
             lag = sum(flow.lag.values())
-            cells.append(f"{_lag(lag)} {sparkline(view.history.flow(flow.flow), 'lag now')}")
+            cells.append(
+                f"{_lag(lag)} {sparkline(view.history.flow(flow.flow), 'lag now')}{flow_seconds(flow.window)}"
+            )
         if flow.error and not flow.last_run and not flow.lag and not flow.last_verification:
             cells.append(f'<span class="fg-bad">{html.escape(flow.error)}</span>')
             rows.append(_row(cells + [""] * 6, flow))
@@ -565,7 +568,7 @@ def _topics_table(view: PageView, status: MirrorStatus) -> str:
                     [
                         html.escape(flow.flow),
                         f'<span class="mono">{html.escape(row["topic"])}</span>',
-                        f"{now} {sparkline(history, 'lag now')}",
+                        f"{now} {sparkline(history, 'lag now')}{topic_seconds(flow.window, row['topic'])}",
                         number(row.get("partitions", "-")) if in_run else '<span class="muted">-</span>',
                         number(row.get("records", "-")) if in_run else '<span class="muted">-</span>',
                         _count(row.get("failed")) if in_run else '<span class="muted">-</span>',

@@ -164,6 +164,8 @@ def _carry_flow(before: FlowStatus | None, flow: FlowStatus, now_ms: int) -> Non
         flow.last_verification_ms = before.last_verification_ms
     if flow.lag is None:
         flow.lag = before.lag
+    if flow.window is None:
+        flow.window = before.window
 
 
 class StatusSnapshots:
