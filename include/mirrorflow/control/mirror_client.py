@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.config import FlowConfig, MirrorConfig
@@ -34,6 +34,7 @@ from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.config.secrets import REDACTED, is_secret_key
+from mirrorflow.control.runs_reading import read_ranges, runs_bounds
 from mirrorflow.control.window_status import window_lag
 from mirrorflow.kafka import (
     LIBRDKAFKA_LOG,
@@ -41,8 +42,6 @@ from mirrorflow.kafka import (
     admin_client,
     list_offsets,
     no_answer,
-    reader,
-    watermarks,
 )
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.ops.verify import SUMMARY_KIND as VERIFY_SUMMARY_KIND
@@ -63,7 +62,6 @@ TIMEOUT_S = 15.0
 POLICY_CLASS_KEY = "replication.policy.class"
 SUMMARY_KIND = "summary"
 FIRST_SCAN = 64  # run records read back from the end before widening the search
-STATUS_FETCH_WAIT_MS = 20
 ERROR_CHARS = 400  # an error shown on the status: librdkafka's lines can run long
 # librdkafka's answers that mean nothing of the cluster can be read now (its brokers down or not
 # reachable from here, or refusing our login), not that one topic or permission is missing.
@@ -255,41 +253,6 @@ class MirrorClient:
         return latest
 
 
-def read_ranges(
-    consumer_config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], idle_timeout_s: float
-) -> Iterator[Message]:
-    """Records of several partitions, each from its start up to its end (exclusive), with one
-    consumer: status reads many tiny topics, and a consumer per partition costs a fetch wait each."""
-    pending = {tp for tp, (start, end) in ranges.items() if start < end}
-    if not pending:
-        return
-    # The reads are short and end at known offsets: an empty fetch held for the default 500 ms
-    # would only delay the end-of-partition signal.
-    consumer = reader({**consumer_config, "fetch.wait.max.ms": STATUS_FETCH_WAIT_MS})
-    try:
-        consumer.assign([TopicPartition(t, p, ranges[(t, p)][0]) for t, p in sorted(pending)])
-        last_seen = time.monotonic()
-        while pending:
-            message = consumer.poll(0.2)
-            if message is None:
-                if time.monotonic() - last_seen > idle_timeout_s:
-                    names = ", ".join(f"{t}-{p}" for t, p in sorted(pending))
-                    raise KafkaCallError(f"{names} stopped before the offsets to read up to")
-                continue
-            last_seen = time.monotonic()
-            tp = (message.topic(), message.partition())
-            error = message.error()
-            if error is not None and error.code() != KafkaError._PARTITION_EOF:
-                raise KafkaException(error)
-            end = ranges[tp][1]
-            if error is None and message.offset() < end:
-                yield message
-            if message.offset() + (0 if error is not None else 1) >= end:
-                pending.discard(tp)
-    finally:
-        consumer.close()
-
-
 @dataclass
 class UpstreamStatus:
     """An upstream cluster as this cluster's heartbeat topics show it."""
@@ -427,14 +390,10 @@ def last_run_summaries(
     """
     wanted = set(kinds)
     newest: dict[str, tuple[dict[str, Any], int]] = {}
-    consumer = reader(consumer_config)
-    try:
-        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
-        if meta is None or meta.error is not None:
-            return newest
-        low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
-    finally:
-        consumer.close()
+    bounds = runs_bounds(consumer_config, timeout_s)
+    if bounds is None:
+        return newest
+    low, high = bounds
     window = FIRST_SCAN
     end = high
     while end > low and wanted - newest.keys():

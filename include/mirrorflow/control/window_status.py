@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorflow.kafka import reader, watermarks
+from mirrorflow.control.runs_reading import read_ranges, runs_bounds
 from mirrorflow.replicate.runs import RUNS_TOPIC, parse_key
 from mirrorflow.replicate.window.channel import STATUS
 from mirrorflow.replicate.window.figures import TOPIC_ROWS, merge_status
@@ -27,16 +27,10 @@ MAX_SCAN = 16_384
 
 def window_lag(consumer_config: dict[str, Any], flow: str, *, timeout_s: float) -> dict[str, Any] | None:
     """The lag of `flow`'s newest window (window_overview), None when it never ran one."""
-    from mirrorflow.control.mirror_client import read_ranges  # it imports this module
-
-    consumer = reader(consumer_config)
-    try:
-        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
-        if meta is None or meta.error is not None:
-            return None
-        low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
-    finally:
-        consumer.close()
+    bounds = runs_bounds(consumer_config, timeout_s)
+    if bounds is None:
+        return None
+    low, high = bounds
     run_id: str | None = None
     tasks = 0
     newest: dict[int, dict[str, Any]] = {}
