@@ -246,6 +246,35 @@ def _stored_summary(clients: FlowClients, plan: Plan, plan_offset: int) -> dict[
     return summaries[-1]
 
 
+def finish_run(
+    config: MirrorConfig,
+    flow: FlowConfig,
+    clients: FlowClients,
+    planned: dict[str, Any],
+    plan: Plan,
+    plan_offset: int,
+    passes: int,
+    failure: str | None = None,
+) -> RunOutcome:
+    """The run's outcome with its summary: the one report_run stores, or, when the report finds
+    the run failed, the summary it stored anyway (`failure` first, else the report's reason)."""
+    try:
+        summary = service.report_run(
+            config,
+            flow.source,
+            flow.target,
+            run_id=plan.run_id,
+            plan_offset=plan_offset,
+            topic_errors=planned["topic_errors"],
+            topic_errors_count=planned["topic_errors_count"],
+        )
+    except service.RunFailed as exc:
+        return RunOutcome(
+            planned, plan, _stored_summary(clients, plan, plan_offset), passes, failure or str(exc)
+        )
+    return RunOutcome(planned, plan, summary, passes, failure)
+
+
 def run_flow(
     console: Console,
     config: MirrorConfig,
@@ -305,19 +334,7 @@ def run_flow(
                 watcher.stop()
     else:
         runner.store_report(clients, plan, [], int(time.time() * 1000))
-    try:
-        summary = service.report_run(
-            config,
-            flow.source,
-            flow.target,
-            run_id=run_id,
-            plan_offset=plan_offset,
-            topic_errors=planned["topic_errors"],
-            topic_errors_count=planned["topic_errors_count"],
-        )
-    except service.RunFailed as exc:
-        return RunOutcome(planned, plan, _stored_summary(clients, plan, plan_offset), done_passes, str(exc))
-    return RunOutcome(planned, plan, summary, done_passes)
+    return finish_run(config, flow, clients, planned, plan, plan_offset, done_passes)
 
 
 # -- output ---------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def run_window(
     window_s: float | None,
     connect_timeout_s: float | None,
 ):  # -> commands.replicate.RunOutcome (imported here: that module imports this one)
-    from mirrorflow.commands.replicate import RunOutcome, print_plan
+    from mirrorflow.commands.replicate import RunOutcome, finish_run, print_plan
 
     planned = service.plan_run(
         config, flow.source, flow.target, run_id=run_id, connect_timeout_s=connect_timeout_s
@@ -79,19 +79,4 @@ def run_window(
         console.print("stopped by Ctrl-C after the batch in flight", highlight=False)
     if not result.stored:
         return RunOutcome(planned, plan, result.report.summary(), 1, result.error)
-    try:
-        summary = service.report_run(
-            config,
-            flow.source,
-            flow.target,
-            run_id=run_id,
-            plan_offset=plan_offset,
-            topic_errors=planned["topic_errors"],
-            topic_errors_count=planned["topic_errors_count"],
-        )
-    except service.RunFailed as exc:
-        stored = runs.wait_for_run_records(
-            clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset, timeout_s=10
-        )[-1]
-        return RunOutcome(planned, plan, stored, 1, result.error or str(exc))
-    return RunOutcome(planned, plan, summary, 1, result.error)
+    return finish_run(config, flow, clients, planned, plan, plan_offset, 1, result.error)

@@ -22,14 +22,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from mirrorflow.replicate.copy import CopyJob
-from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for
-from mirrorflow.replicate.runs import read_run_record
 from mirrorflow.replicate.window.driver import WindowDriver
 from mirrorflow.replicate.window.settings import WindowSettings, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
-from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, run_slices
+from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, read_plan, run_slices
 
 log = logging.getLogger("mirrorflow.spark.window")
 
@@ -63,12 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
     flow, clients = flow_and_clients(args)
-    flow_name, run_id, kind, body = read_run_record(clients.target_consumer, args.plan_offset)
-    if (flow_name, kind) != (flow.name, "plan"):
-        raise SystemExit(
-            f"offset {args.plan_offset} holds the {kind} of {flow_name}, not a plan of {flow.name}"
-        )
-    plan = Plan.from_json(body)
+    plan = read_plan(flow, clients, args.plan_offset)
+    run_id = plan.run_id
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
     slots = spark_task_slots()
     tasks = task_count(plan, slots)
