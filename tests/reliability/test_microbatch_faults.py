@@ -91,8 +91,8 @@ def _wait_for_copies(admin: AdminClient, remote: str, goal: int, run: subprocess
 def _next_window(command: list[str], log: Path, producer: SteadyProducer, where: str) -> None:
     """A short window that takes over while the producer still writes; the producer stops well
     before the window's end, so the window's last batches copy everything."""
-    run = _window([*command, "--window", "8"], log)
-    time.sleep(3)
+    run = _window([*command, "--window", "6"], log)
+    time.sleep(2)
     producer.stop()
     assert run.wait(120) == 0, f"{where}: the next window failed:\n{log.read_text()[-3000:]}"
 
