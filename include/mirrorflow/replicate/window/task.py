@@ -146,7 +146,9 @@ class WindowTask:
             if worker is not None:
                 worker.close()
             status.send(self._status())
-            status.close()
+            # The last figures are what the status page keeps of a window that ended: worth a wait
+            # unless the window failed (its target may be gone).
+            status.close(2.0 if outcome.error else job.unreachable_timeout_s)
             tail.close()
         return self._finish()
 
