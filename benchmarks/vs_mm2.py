@@ -329,6 +329,30 @@ def mirrorflow_cli(ctx: Context, topic: str, size: int, records: int, settings: 
     return watch(start, ctx.target, f"{src}.{topic}", records, ctx.args.partitions, stop=stop)
 
 
+def spark_submit(master: str, app: str, config: Path, flow: str, plan_offset: int) -> list[str]:
+    """spark-submit of one of mirrorflow's Spark applications for a stored plan."""
+    return [
+        str(BIN / "spark-submit"),
+        "--master",
+        master,
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.speculation=false",
+        str(ROOT / "spark_apps" / app),
+        "--config",
+        str(config),
+        "--flow",
+        flow,
+        "--plan-offset",
+        str(plan_offset),
+    ]
+
+
+def spark_env() -> dict[str, str]:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+
 def mirrorflow_spark(ctx: Context, topic: str, size: int, records: int) -> Measure:
     src, dst = ctx.aliases("s")
     extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n"
@@ -337,27 +361,10 @@ def mirrorflow_spark(ctx: Context, topic: str, size: int, records: int) -> Measu
     log = open(ctx.tmp / f"{src}.log", "wb")  # noqa: SIM115 - closed after the run
 
     def start() -> subprocess.Popen:
-        return subprocess.Popen(
-            [
-                str(BIN / "spark-submit"),
-                "--master",
-                ctx.args.spark_master,
-                "--conf",
-                "spark.ui.enabled=false",
-                "--conf",
-                "spark.speculation=false",
-                str(ROOT / "spark_apps" / "mirrorflow_copy.py"),
-                "--config",
-                str(path),
-                "--flow",
-                f"{src}->{dst}",
-                "--plan-offset",
-                str(planned["plan_offset"]),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}:{os.environ['PATH']}"},
+        command = spark_submit(
+            ctx.args.spark_master, "mirrorflow_copy.py", path, f"{src}->{dst}", planned["plan_offset"]
         )
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=spark_env())
 
     def stop(process: subprocess.Popen) -> None:
         if process.wait(TIMEOUT_S) != 0:

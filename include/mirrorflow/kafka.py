@@ -48,6 +48,9 @@ ASK_AGAIN = (
     KafkaError.OFFSET_NOT_AVAILABLE,
 )
 
+# What a cluster answers for a partition it does not have.
+UNKNOWN = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC)
+
 
 class RepeatFilter(logging.Filter):
     """Lets one librdkafka line of a kind through per `interval_s` and counts the rest.
@@ -448,7 +451,9 @@ def consumer_offsets(
         attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
         again: list[tuple[str, int]] = []
         try:
-            answers = consumer.offsets_for_times([TopicPartition(t, p, which) for t, p in asking], timeout=attempt)
+            answers = consumer.offsets_for_times(
+                [TopicPartition(t, p, which) for t, p in asking], timeout=attempt
+            )
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if not (isinstance(error, KafkaError) and _ask_again(error)):
@@ -502,10 +507,13 @@ def list_offsets(
     *,
     read_committed: bool = True,
     timeout_s: float = TIMEOUT_S,
+    missing: set[tuple[str, int]] | None = None,
 ) -> dict[tuple[str, int], int]:
     """One ListOffsets call for many partitions (earliest, latest = LSO when read_committed, or a
     timestamp). Partitions whose leader answers "ask again" (moving leadership, a new leader's high
-    watermark still catching up) are asked again, together, until `timeout_s` has passed."""
+    watermark still catching up) are asked again, together, until `timeout_s` has passed. With
+    `missing`, partitions the cluster does not have (a topic deleted meanwhile) are added to it
+    and left out of the answer instead of failing the call."""
     request = {TopicPartition(t, p): spec for t, p in partitions}
     if not request:
         return {}
@@ -522,6 +530,9 @@ def list_offsets(
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 retry = isinstance(error, KafkaError) and error.code() in ASK_AGAIN + LEADER_GONE
+                if missing is not None and isinstance(error, KafkaError) and error.code() in UNKNOWN:
+                    missing.add((tp.topic, tp.partition))
+                    continue
                 if not retry or time.monotonic() > deadline:
                     raise KafkaCallError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}") from exc
                 again[tp] = request[tp]

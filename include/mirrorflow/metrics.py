@@ -3,7 +3,8 @@
 Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app serves these on
 /metrics. Everything comes from one status snapshot: the last run of every flow (its figures
 and the lag it left), every flow's last verification (its verdict and counts), every flow's lag
-now (also for a flow MM2 runs) and every cluster's upstreams (heartbeat age, hops).
+now (also for a flow MM2 runs), every micro-batch flow's lag in seconds (its newest window's
+figures) and every cluster's upstreams (heartbeat age, hops).
 
 The status app serves a snapshot that keeps the last known values of what cannot be read now
 (mirrorflow.control.status_snapshots), so during an outage every series stays, with
@@ -151,7 +152,51 @@ class StatusCollector(Collector):
             for topic, row in sorted(flow.last_run.get("topics", {}).items()):
                 lost.add_metric([flow.flow, topic], float(row.get("lost_to_retention", 0)))
         yield from (stale, data_age, cap, last, records, copied, rate, failed, lag, lost, progress_lag)
+        yield from window_metrics(status.flows)
         yield from verification_metrics(status.flows)
+
+
+def window_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:
+    """Lag in seconds of every micro-batch flow's newest window (the oldest record not yet on the
+    target: now, and p50 / p99 / max over the last minutes), per flow and per topic (its most
+    lagging topics), with the window's records; `stat` is now, p50, p99 or max."""
+    flow_lag = GaugeMetricFamily(
+        "mirrorflow_flow_lag_seconds",
+        "How long the oldest record not yet on the target has waited (micro-batch flows): now, and "
+        "p50 / p99 / max over the last minutes",
+        labels=["flow", "stat"],
+    )
+    topic_lag = GaugeMetricFamily(
+        "mirrorflow_topic_lag_seconds",
+        "As mirrorflow_flow_lag_seconds, per source topic (the most lagging topics of the window)",
+        labels=["flow", "topic", "stat"],
+    )
+    records = GaugeMetricFamily(
+        "mirrorflow_flow_window_records",
+        "Records the flow's newest micro-batch window copied so far",
+        labels=["flow"],
+    )
+    when = GaugeMetricFamily(
+        "mirrorflow_flow_window_timestamp_seconds",
+        "When the newest micro-batch window's tasks last stored their figures",
+        labels=["flow"],
+    )
+    for flow in flows:
+        window = flow.window
+        if window is None:
+            continue
+        records.add_metric([flow.flow], float(window["records"]))
+        when.add_metric([flow.flow], window["at_ms"] / 1000)
+        flow_lag.add_metric([flow.flow, "now"], float(window["lag_now_s"]))
+        for stat, value in window["lag_recent_s"].items():
+            if value is not None:
+                flow_lag.add_metric([flow.flow, stat], float(value))
+        for topic, row in sorted(window["topics"].items()):
+            topic_lag.add_metric([flow.flow, topic, "now"], float(row["lag_now_s"]))
+            for stat in ("p50", "p99", "max"):
+                if row.get(stat) is not None:
+                    topic_lag.add_metric([flow.flow, topic, stat], float(row[stat]))
+    yield from (flow_lag, topic_lag, records, when)
 
 
 def verification_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:

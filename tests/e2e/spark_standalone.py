@@ -1,6 +1,7 @@
 """A Spark standalone cluster on loopback (one master, one worker) from pyspark's own scripts, for
-the scale-out test: the replicate DAG's copy then runs on a `spark://` master, as it would on a
-real cluster, instead of in `local[N]`."""
+the scale-out tests: the replicate DAG's copy (a batch run, a micro-batch window) then runs on a
+`spark://` master, as it would on a real cluster, instead of in `local[N]`. One per test worker,
+shared by those tests (the `spark_standalone` fixture)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class SparkStandalone:
     master_url: str
     master_ui: str
     processes: list[subprocess.Popen]
+    work_dir: Path
+    """Where the worker keeps each application's executors (app-*/N/stderr)."""
 
     def status(self) -> dict:
         with urllib.request.urlopen(f"{self.master_ui}/json", timeout=5) as response:
@@ -102,7 +105,7 @@ def start_standalone(
                 master.kill()
             raise RuntimeError(f"the Spark master did not start; its log is in {logs}")
         time.sleep(0.2)
-    cluster = SparkStandalone(master_url, f"http://127.0.0.1:{ui_port}", [master])
+    cluster = SparkStandalone(master_url, f"http://127.0.0.1:{ui_port}", [master], work_dir / "work")
     try:
         worker = launch(
             "worker",

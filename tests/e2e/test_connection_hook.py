@@ -81,7 +81,9 @@ def test_the_connections_ui_test_button_says_what_is_wrong(airflow_home, local_k
     java = answers["java_key"]
     assert java["status"] is False and '"sasl.jaas.config"' in java["message"]
     assert '"sasl.username"' in java["message"]
-    assert answers["no_servers"]["status"] is False and "bootstrap.servers" in answers["no_servers"]["message"]
+    assert (
+        answers["no_servers"]["status"] is False and "bootstrap.servers" in answers["no_servers"]["message"]
+    )
     # The password is in none of the answers (the wrong one neither).
     assert PASSWORD not in json.dumps(answers)
     # A flow's `<alias>.airflow.connection.id` may name a mirrorflow_kafka connection.

@@ -15,7 +15,6 @@ from mirrorflow.replicate.runs import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce, produce_keyed, read_all
 from ..integration.mirror_setup import mm2_text
-from .spark_standalone import start_standalone
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = str(ROOT / "include" / "config" / "demo.properties")
@@ -74,7 +73,9 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     )
 
 
-def test_replicate_dag_copies_on_a_spark_standalone_cluster(airflow_home, kafka_clusters, tmp_path) -> None:
+def test_replicate_dag_copies_on_a_spark_standalone_cluster(
+    airflow_home, kafka_clusters, spark_standalone
+) -> None:
     """Scaling out as docs/operations/scaling-out.md describes it: the same DAG, `spark_default` pointing at a
     standalone master, the copy's tasks run by executors of a separate worker process."""
     primary, backup = kafka_clusters(2)
@@ -84,17 +85,15 @@ def test_replicate_dag_copies_on_a_spark_standalone_cluster(airflow_home, kafka_
         "orders",
         [{"key": b"%d" % i, "value": b"v%d" % i, "partition": i % 4} for i in range(400)],
     )
-    spark = start_standalone(tmp_path / "spark")
-    try:
-        env = {**_env(primary, backup), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection()}
-        result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=env)
-        assert result.succeeded, result.log[-4000:]
-        assert f"--master {spark.master_url}" in result.log
-        apps = spark.status()["completedapps"]
-        assert [app["name"].split(" manual__")[0] for app in apps] == ["mirrorflow primary->backup"], apps
-    finally:
-        spark.stop()
-    executors = list((tmp_path / "spark" / "work").glob("app-*/*/stderr"))
+    spark = spark_standalone
+    before = {app["id"] for app in spark.status()["completedapps"]}
+    env = {**_env(primary, backup), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection()}
+    result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=env)
+    assert result.succeeded, result.log[-4000:]
+    assert f"--master {spark.master_url}" in result.log
+    apps = [app for app in spark.status()["completedapps"] if app["id"] not in before]
+    assert [app["name"].split(" manual__")[0] for app in apps] == ["mirrorflow primary->backup"], apps
+    executors = [path for app in apps for path in spark.work_dir.glob(f"{app['id']}/*/stderr")]
     assert executors, "no executor ran on the standalone worker"
     for partition in range(4):
         source = read_all(primary.bootstrap, "orders", partition)

@@ -17,5 +17,7 @@ def test_a_coordinator_that_never_answers_is_named_not_a_timeout(local_kafka, mo
     kafka = local_kafka(overrides={"offsets.topic.replication.factor": "3"})
     monkeypatch.setattr(acls, "COORDINATOR_WAIT_S", 4.0)
     probe = acls._Probe(AdminClient({"bootstrap.servers": kafka.bootstrap}), 2.0)
-    with pytest.raises(KafkaCallError, match="group 'mirrorflow-copy'.*group coordinator gave no answer within 4 s"):
+    with pytest.raises(
+        KafkaCallError, match="group 'mirrorflow-copy'.*group coordinator gave no answer within 4 s"
+    ):
         probe._describe_groups(["mirrorflow-copy"])

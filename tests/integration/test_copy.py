@@ -8,6 +8,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -35,7 +36,7 @@ from mirrorflow.replicate.progress import (
     read_progress_entries,
 )
 
-from .kafkatools import create_topics, produce, read_all
+from .kafkatools import create_topics, produce, produce_keyed, read_all
 
 PROGRESS = "mm2-offsets.A.internal"
 SYNCS_ON_SOURCE = "mm2-offset-syncs.B.internal"
@@ -191,6 +192,24 @@ def test_resume_continues_after_stored_progress(clusters) -> None:
     assert [r.value for r in read_all(dst.bootstrap, "A.events")] == [f"{i}".encode() for i in range(500)]
 
 
+def test_a_copy_says_how_long_its_oldest_record_waited(clusters) -> None:
+    """UnitResult.waited_ms, the lag a micro-batch window reports in seconds: from the source
+    timestamp of the first record a copy moved to the commit that made it visible on the target."""
+    src, dst = clusters
+    create_topics(src.bootstrap, ("aged", 1))
+    create_topics(dst.bootstrap, ("A.aged", 1))
+    born = int(time.time() * 1000) - 90_000
+    produce(src.bootstrap, "aged", [{"value": b"%d" % i, "timestamp": born + 30_000 * i} for i in range(3)])
+    job = make_job(src, dst)
+    before = int(time.time() * 1000)
+    first = copy_unit(job, PartitionSpan("aged", 0, "A.aged", 0, 2))
+    second = copy_unit(job, PartitionSpan("aged", 0, "A.aged", 2, 3))
+    after = int(time.time() * 1000)
+    assert before - born <= first.waited_ms <= after - born
+    assert before - (born + 60_000) <= second.waited_ms <= after - (born + 60_000)
+    assert copy_unit(job, PartitionSpan("aged", 0, "A.aged", 3, 3)).waited_ms == -1
+
+
 def _spawn_copy(job: CopyJob, span: PartitionSpan) -> subprocess.Popen:
     code = "import pickle,sys; from mirrorflow.replicate.copy import copy_unit; copy_unit(*pickle.load(sys.stdin.buffer))"
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
@@ -321,6 +340,39 @@ def test_a_zombie_worker_is_fenced_for_every_partition_of_its_slot(clusters) -> 
         assert [r.key for r in target] == [f"{i}".encode() for i in range(total)], topic
     stored_now = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A")
     assert {t: stored_now[(t, 0)] for t in topics} == {t: total - 1 for t in topics}
+
+
+def test_a_writer_fenced_while_producing_stops_and_never_fences_the_newer_one_back(clusters) -> None:
+    """A writer fenced mid-transaction gets _FATAL ("Local: Fatal error") from its next produce();
+    librdkafka says why (fenced) only when the producer is polled. Taken for a passing failure, the
+    old writer was retried, and its retry fenced the newer writer back (two micro-batch windows at
+    a handover took turns at the slot). The newer writer's copy must go through untouched."""
+    src, dst = clusters
+    total = 200_000
+    create_topics(src.bootstrap, ("busy", 1))
+    create_topics(dst.bootstrap, ("A.busy", 1))
+    produce_keyed(src.bootstrap, "busy", total, 1, b"v" * 50)
+    job = make_job(src, dst, max_records=100_000)
+    span = PartitionSpan("busy", 0, "A.busy", 0, total)
+    older: list[copy.UnitResult] = []
+    thread = threading.Thread(target=lambda: older.append(copy_unit(job, span)))
+    thread.start()
+    admin = AdminClient({"bootstrap.servers": dst.bootstrap})
+    deadline = time.monotonic() + 60
+    while True:  # the older writer is producing its first transaction's records
+        written = admin.list_offsets(
+            {TopicPartition("A.busy", 0): OffsetSpec.latest()},
+            isolation_level=IsolationLevel.READ_UNCOMMITTED,
+        )
+        if next(iter(written.values())).result().offset >= 5_000:
+            break
+        assert thread.is_alive() and time.monotonic() < deadline, "the older copy did not get going"
+        time.sleep(0.01)
+    newer = copy_unit(job, span)
+    thread.join(120)
+    assert newer.error is None, newer.error
+    assert older[0].error is not None and older[0].error.startswith("fenced:"), older[0].error
+    assert [r.key for r in read_all(dst.bootstrap, "A.busy")] == [b"%d" % i for i in range(total)]
 
 
 def test_small_spans_of_one_slot_share_transactions_and_keep_each_partition_exact(clusters) -> None:

@@ -208,7 +208,9 @@ def test_a_worker_opens_one_writer_per_slot_and_none_per_partition(
         opened, fenced = copy.stats.writers_opened, copy.stats.older_writers_fenced
         # As the plan step makes them: the second run's plan saw progress written under the slots.
         spans = [
-            PartitionSpan(topic, p, f"A.{topic}", run, run + 1, progress=run - 1, progress_slots=COPY_SLOTS * run)
+            PartitionSpan(
+                topic, p, f"A.{topic}", run, run + 1, progress=run - 1, progress_slots=COPY_SLOTS * run
+            )
             for p in range(30)
         ]
         results = runner.copy_slice(job, spans)

@@ -51,6 +51,9 @@ def test_mirrorflow_keys_table() -> None:
     names = [key.name for key in MIRRORFLOW_KEYS]
     assert names == [
         "mirrorflow.replicate.schedule",
+        "mirrorflow.replicate.mode",
+        "mirrorflow.microbatch.interval.ms",
+        "mirrorflow.microbatch.window.seconds",
         "mirrorflow.range.max.records",
         "mirrorflow.range.max.bytes",
         "mirrorflow.replicate.max.bytes.per.second",

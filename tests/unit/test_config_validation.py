@@ -157,6 +157,37 @@ def test_three_cluster_identity_cycle() -> None:
         ),
         ("mirrorflow.range.max.bytes = 0", "mirrorflow.range.max.bytes", "not positive", "at least 1"),
         (
+            "mirrorflow.replicate.mode = streaming",
+            "mirrorflow.replicate.mode",
+            "not a replication mode",
+            "micro-batch",
+        ),
+        (
+            "A->B.mirrorflow.microbatch.interval.ms = 1s",
+            "A->B.mirrorflow.microbatch.interval.ms",
+            "not an integer number of milliseconds",
+            "write 1000",
+        ),
+        (
+            "mirrorflow.microbatch.interval.ms = 5",
+            "mirrorflow.microbatch.interval.ms",
+            "shorter than 10 ms",
+            "at least 10",
+        ),
+        (
+            "mirrorflow.microbatch.window.seconds = 0",
+            "mirrorflow.microbatch.window.seconds",
+            "not positive",
+            "3600",
+        ),
+        (
+            "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.window.seconds = 30\n"
+            "mirrorflow.microbatch.interval.ms = 30000",
+            "mirrorflow.microbatch.interval.ms",
+            "window of 30 s is not longer than one interval (30000 ms)",
+            "shorter than the window",
+        ),
+        (
             "A->B.exactly.once.support = always",
             "A->B.exactly.once.support",
             "not one of requested, required",
@@ -240,6 +271,11 @@ def test_valid_schedules() -> None:
         ),
         ("A.mirrorflow.delivery = at-least-once", "A.mirrorflow.delivery", "A->B.mirrorflow.delivery"),
         ("clusters = A, B", "clusters", "keep a single clusters line"),
+        (
+            "A->B.mirrorflow.replicate.mode = micro-batch\nmirrorflow.replicate.schedule = @hourly",
+            "mirrorflow.replicate.schedule",
+            "mirrorflow.replicate.mode = batch",
+        ),
     ],
 )
 def test_warnings(line: str, key: str, fragment: str) -> None:

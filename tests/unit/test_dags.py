@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,24 @@ def test_copy_task_arguments_hold_no_cluster_settings(dagbag: DagBag) -> None:
     assert "bootstrap" not in args and "password" not in args
     assert copy.application.endswith("spark_apps/mirrorflow_copy.py")
     assert copy.conf["spark.speculation"] == "false"
+
+
+def test_a_micro_batch_flow_runs_one_window_per_dag_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-line change of docs/concepts/micro-batch.md: the demo's config plus the mode."""
+    config = tmp_path / "micro-batch.properties"
+    demo = (ROOT / "include" / "config" / "demo.properties").read_text()
+    config.write_text(demo + "primary->backup.mirrorflow.replicate.mode = micro-batch\n")
+    monkeypatch.setenv("MIRRORFLOW_CONFIG", str(config))
+    monkeypatch.setenv("MIRRORFLOW_DEMO_PRIMARY", "127.0.0.1:1")
+    monkeypatch.setenv("MIRRORFLOW_DEMO_BACKUP", "127.0.0.1:2")
+    dag = DagBag(dag_folder=str(ROOT / "dags")).dags["mirrorflow__primary__backup__replicate"]
+    assert dag.max_active_runs == 2  # the next window starts while this one hands over
+    assert dag.schedule == timedelta(hours=1)
+    assert type(dag.timetable).__name__ == "DeltaTriggerTimetable"  # runs at each interval's start
+    assert {t.task_id for t in dag.tasks} == {"plan", "copy", "report"}
+    assert dag.get_task("copy").application.endswith("spark_apps/mirrorflow_window.py")
 
 
 def test_migrate_dag_has_a_trigger_form(dagbag: DagBag) -> None:

@@ -1,6 +1,7 @@
 """The Spark steps: SparkSubmitOperator running one of mirrorflow's Spark applications for one
-plan, spark_apps/mirrorflow_copy.py (MirrorflowCopyOperator) or spark_apps/mirrorflow_verify.py
-(MirrorflowVerifyOperator). Both take the same arguments and get credentials the same way.
+plan, spark_apps/mirrorflow_copy.py (MirrorflowCopyOperator), spark_apps/mirrorflow_window.py
+(MirrorflowWindowOperator, a micro-batch window) or spark_apps/mirrorflow_verify.py
+(MirrorflowVerifyOperator). They take the same arguments and get credentials the same way.
 
 Credentials kept in Airflow connections reach the Spark driver only through the spark-submit
 process environment (client and local deploy modes), set when the task runs, so they are never
@@ -21,7 +22,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION
+from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION, WINDOW_APPLICATION
 from mirrorflow.airflow.spark_output import SparkOutputLog, failure_text
 from mirrorflow.airflow.task_errors import record_error
 from mirrorflow.config import ConfigError, load_config
@@ -192,6 +193,14 @@ class MirrorflowCopyOperator(MirrorflowSparkOperator):
     """The copy step: spark_apps/mirrorflow_copy.py (mirrorflow.spark.copy_job)."""
 
     APPLICATION = COPY_APPLICATION
+
+
+class MirrorflowWindowOperator(MirrorflowSparkOperator):
+    """The copy step of a micro-batch flow: one window, spark_apps/mirrorflow_window.py
+    (mirrorflow.spark.window_job), running until the next window has taken its slots over."""
+
+    APPLICATION = WINDOW_APPLICATION
+    NAME_PREFIX = "mirrorflow-window"
 
 
 class MirrorflowVerifyOperator(MirrorflowSparkOperator):

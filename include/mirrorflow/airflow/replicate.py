@@ -14,10 +14,11 @@ from typing import Any
 
 from airflow.sdk import DAG, get_current_context, task
 
-from mirrorflow.airflow.operators import MirrorflowCopyOperator
+from mirrorflow.airflow.operators import MirrorflowCopyOperator, MirrorflowWindowOperator
 from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.airflow.task_errors import failing_at_once
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,10 @@ def replicate_dag_id(source: str, target: str) -> str:
     return f"mirrorflow__{source}__{target}__replicate"
 
 
-def _schedule(flow: FlowConfig) -> str:
+def _schedule(flow: FlowConfig) -> str | timedelta:
+    """A batch flow runs on mirrorflow.replicate.schedule; a micro-batch flow once per window."""
+    if flow.replicate_mode == MICRO_BATCH:
+        return timedelta(seconds=flow.microbatch_window_seconds)
     return flow.replicate_schedule
 
 
@@ -111,22 +115,42 @@ def log_run_table(flow: FlowConfig, plan_offset: int, summary: dict[str, Any] | 
         log.info("%s", line)
 
 
+BATCH_DOC = (
+    "* **plan**: creates/grows remote topics, fixes each partition's end offset, stores the plan.\n"
+    "* **copy**: a Spark job copies every partition's ranges (exactly-once by default).\n"
+    "* **report**: stores and returns the run's figures; fails if any partition failed."
+)
+WINDOW_DOC = (
+    "Micro-batch mode: each run is one window of {seconds} s.\n\n"
+    "* **plan**: creates/grows remote topics, stores the plan the window starts from.\n"
+    "* **copy**: one Spark application copies a batch every {interval} ms through the window, picks up "
+    "new topics and partitions, and runs on until the next window has taken over (so two runs overlap "
+    "for a moment); its log has a line every few seconds with the records copied and the lag.\n"
+    "* **report**: stores and returns the window's figures; fails if any partition failed."
+)
+
+
 def replicate_dag(path: str, flow: FlowConfig) -> DAG:
     source, target = flow.source, flow.target
+    windows = flow.replicate_mode == MICRO_BATCH
+    steps = (
+        WINDOW_DOC.format(seconds=flow.microbatch_window_seconds, interval=flow.microbatch_interval_ms)
+        if windows
+        else BATCH_DOC
+    )
     with DAG(
         dag_id=replicate_dag_id(source, target),
-        description=f"Copy {source} to {target} ({flow.delivery}), MM2 semantics",
+        description=f"Copy {source} to {target} ({flow.delivery}{', micro-batch' if windows else ''}), MM2 semantics",
         schedule=_schedule(flow),
         start_date=START,
         catchup=False,
-        max_active_runs=1,
+        # A window runs on past its end until the next one has taken over its slots.
+        max_active_runs=2 if windows else 1,
         tags=dag_tags("replicate", flow.name),
         default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
         doc_md=(
             f"Replicates **{source} → {target}** with MirrorMaker 2's topic names, progress and offset-syncs.\n\n"
-            "* **plan**: creates/grows remote topics, fixes each partition's end offset, stores the plan.\n"
-            "* **copy**: a Spark job copies every partition's ranges (exactly-once by default).\n"
-            "* **report**: stores and returns the run's figures; fails if any partition failed."
+            + steps
         ),
     ) as dag:
 
@@ -134,7 +158,8 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
         def plan() -> dict[str, Any]:
             return plan_and_log(path, source, target)
 
-        copy = MirrorflowCopyOperator(
+        operator = MirrorflowWindowOperator if windows else MirrorflowCopyOperator
+        copy = operator(
             task_id="copy",
             config_path=path,
             source=source,

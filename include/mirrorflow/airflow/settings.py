@@ -12,6 +12,7 @@ PROJECT_ROOT = Path(mirrorflow.__file__).resolve().parents[2]
 DEFAULT_CONFIG = PROJECT_ROOT / "include" / "config" / "mirrorflow.properties"
 COPY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_copy.py"
 VERIFY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_verify.py"
+WINDOW_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_window.py"
 
 
 class MissingConfig(RuntimeError):

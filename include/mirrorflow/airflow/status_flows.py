@@ -40,6 +40,7 @@ from mirrorflow.airflow.status_links import (
     summary_dags,
     task_url,
 )
+from mirrorflow.airflow.status_seconds import flow_seconds
 from mirrorflow.config import MirrorConfig
 from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health, Thresholds, run_expected_s
@@ -173,10 +174,11 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
             name += ' <span class="badge warn" title="unpause it in Airflow">paused</span>'
         cells = [name, badge(health.level, health.label or LEVEL_WORD[health.level], health.why)]
         if flow.lag is None:
-            cells.append(MUTED_DASH)
+            cells.append(MUTED_DASH + flow_seconds(flow.window))
         else:
             cells.append(
                 f"{lag_cell(sum(flow.lag.values()))} {sparkline(view.history.flow(flow.flow), 'lag now')}"
+                + flow_seconds(flow.window)
             )
         cells.append(last_run_cell(view, flow))
         if flow.error and not flow.last_run and not flow.lag and not flow.last_verification:

@@ -39,6 +39,7 @@ from mirrorflow.airflow.status_links import (
     upstream_heartbeat_dags,
     verification_dags,
 )
+from mirrorflow.airflow.status_seconds import topic_seconds
 from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import BAD, OK, WARN, Health, heartbeat_expected_s
 
@@ -163,7 +164,7 @@ def topics_table(view: PageView, status: MirrorStatus) -> str:
                     [
                         html.escape(flow.flow),
                         f'<span class="mono">{html.escape(row["topic"])}</span>',
-                        f"{now} {sparkline(history, 'lag now')}",
+                        f"{now} {sparkline(history, 'lag now')}{topic_seconds(flow.window, row['topic'])}",
                         number(row.get("partitions", "-")) if in_run else MUTED_DASH,
                         number(row.get("records", "-")) if in_run else MUTED_DASH,
                         count_cell(row.get("failed")) if in_run else MUTED_DASH,

@@ -247,6 +247,35 @@ def _stored_summary(clients: FlowClients, plan: Plan, plan_offset: int) -> dict[
     return summaries[-1]
 
 
+def finish_run(
+    config: MirrorConfig,
+    flow: FlowConfig,
+    clients: FlowClients,
+    planned: dict[str, Any],
+    plan: Plan,
+    plan_offset: int,
+    passes: int,
+    failure: str | None = None,
+) -> RunOutcome:
+    """The run's outcome with its summary: the one report_run stores, or, when the report finds
+    the run failed, the summary it stored anyway (`failure` first, else the report's reason)."""
+    try:
+        summary = service.report_run(
+            config,
+            flow.source,
+            flow.target,
+            run_id=plan.run_id,
+            plan_offset=plan_offset,
+            topic_errors=planned["topic_errors"],
+            topic_errors_count=planned["topic_errors_count"],
+        )
+    except service.RunFailed as exc:
+        return RunOutcome(
+            planned, plan, _stored_summary(clients, plan, plan_offset), passes, failure or str(exc)
+        )
+    return RunOutcome(planned, plan, summary, passes, failure)
+
+
 def run_flow(
     console: Console,
     config: MirrorConfig,
@@ -306,19 +335,7 @@ def run_flow(
                 watcher.stop()
     else:
         runner.store_report(clients, plan, [], int(time.time() * 1000))
-    try:
-        summary = service.report_run(
-            config,
-            flow.source,
-            flow.target,
-            run_id=run_id,
-            plan_offset=plan_offset,
-            topic_errors=planned["topic_errors"],
-            topic_errors_count=planned["topic_errors_count"],
-        )
-    except service.RunFailed as exc:
-        return RunOutcome(planned, plan, _stored_summary(clients, plan, plan_offset), done_passes, str(exc))
-    return RunOutcome(planned, plan, summary, done_passes)
+    return finish_run(config, flow, clients, planned, plan, plan_offset, done_passes)
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -395,6 +412,10 @@ def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
         f"{totals['offset_syncs']:,} offset-sync(s){passes}; {summary['seconds']:.1f}s",
         highlight=False,
     )
+    if "window" in summary:
+        from mirrorflow.commands.window import window_line  # it imports this module
+
+        console.print(window_line(summary), highlight=False)
     for gone in summary.get("lost", [])[:LOST_LINES]:
         ranges = ", ".join(f"{start}-{end - 1}" for start, end in gone["offsets"])
         console.print(
@@ -433,6 +454,7 @@ def _execute(
     topics: str | None = None,
     delivery: str | None = None,
     output: str = "table",
+    window_s: float | None = None,
 ) -> None:
     as_json = output == "json"
     err = make_console(stderr=True)
@@ -441,21 +463,41 @@ def _execute(
     source, target = flow_pair
     try:
         config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
+        micro_batch = mode == "replicate" and flow.replicate_mode == "micro-batch"
+        if window_s is not None and not micro_batch:
+            raise click.BadParameter(
+                f"{flow.name} replicates in batch mode, which has no windows; set "
+                f"{flow.name}.mirrorflow.replicate.mode = micro-batch to copy in windows",
+                param_hint="'--window'",
+            )
         clients = _resolve_clients(err, flow)
         try:
-            outcome = run_flow(
-                console,
-                config,
-                flow,
-                clients,
-                run_id=cli_run_id(),
-                mode=mode,
-                passes=passes,
-                until=until,
-                topics=topics,
-                delivery=delivery,
-                connect_timeout_s=connect_timeout,
-            )
+            if micro_batch:
+                from mirrorflow.commands.window import run_window  # it imports this module
+
+                outcome = run_window(
+                    console,
+                    config,
+                    flow,
+                    clients,
+                    run_id=cli_run_id(),
+                    window_s=window_s,
+                    connect_timeout_s=connect_timeout,
+                )
+            else:
+                outcome = run_flow(
+                    console,
+                    config,
+                    flow,
+                    clients,
+                    run_id=cli_run_id(),
+                    mode=mode,
+                    passes=passes,
+                    until=until,
+                    topics=topics,
+                    delivery=delivery,
+                    connect_timeout_s=connect_timeout,
+                )
         except _PLAN_ERRORS as exc:
             message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
             raise click.ClickException(f"{flow.name} {mode} run failed: {message}") from exc
@@ -532,16 +574,27 @@ _CONFIG_ARGUMENT = click.argument(
 @_FLOW_OPTION
 @_DELIVERY_OPTION
 @_TIMEOUT_OPTION
+@click.option(
+    "--window",
+    "window_s",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Micro-batch flows: how long the window copies (default: mirrorflow.microbatch.window.seconds).",
+)
 @_OUTPUT_OPTION
 def replicate_command(
     config_file: Path,
     flow_pair: tuple[str, str],
     delivery: str | None,
     connect_timeout: float | None,
+    window_s: float | None,
     output: str,
 ) -> None:
     """One run of an enabled flow, as its replicate DAG would do it: plan, copy with local
-    workers (at most tasks.max), store the report. Exits 1 if any partition failed."""
+    workers (at most tasks.max), store the report. A micro-batch flow runs one window: a batch
+    every mirrorflow.microbatch.interval.ms until the window's end, a line every few seconds
+    (records, lag), Ctrl-C ends it after the batch in flight. Exits 1 if any partition failed."""
     _execute(
         config_file,
         flow_pair,
@@ -550,6 +603,7 @@ def replicate_command(
         connect_timeout=connect_timeout,
         delivery=delivery,
         output=output,
+        window_s=window_s,
     )
 
 

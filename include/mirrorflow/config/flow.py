@@ -119,6 +119,9 @@ class FlowConfig:
     offset_storage_partitions: int
     # mirrorflow
     replicate_schedule: str
+    replicate_mode: str
+    microbatch_interval_ms: int
+    microbatch_window_seconds: int
     range_max_records: int
     range_max_bytes: int
     replicate_max_bytes_per_second: int

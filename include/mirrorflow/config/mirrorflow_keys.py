@@ -27,6 +27,8 @@ AIRFLOW_PRESETS = (
     "@yearly",
 )
 DELIVERY_CHOICES = ("exactly-once", "at-least-once")
+MODE_CHOICES = ("batch", "micro-batch")
+MIN_INTERVAL_MS = 10
 AIRFLOW_CONNECTION_KEY = "airflow.connection.id"
 
 
@@ -71,6 +73,30 @@ def parse_delivery(raw: str) -> str:
     return value
 
 
+def parse_mode(raw: str) -> str:
+    value = raw.strip()
+    if value not in MODE_CHOICES:
+        raise InvalidValue(f"{value!r} is not a replication mode", "write batch or micro-batch")
+    return value
+
+
+def parse_interval_ms(raw: str) -> int:
+    value = parse_int(raw, kind="long", unit="milliseconds")
+    if value < MIN_INTERVAL_MS:
+        raise InvalidValue(
+            f"{value} ms is shorter than {MIN_INTERVAL_MS} ms",
+            f"write at least {MIN_INTERVAL_MS}: each interval asks the source for its end offsets once",
+        )
+    return value
+
+
+def parse_window_seconds(raw: str) -> int:
+    value = parse_int(raw, kind="long", unit="seconds")
+    if value < 1:
+        raise InvalidValue(f"{value} is not positive", "write a whole number of seconds, e.g. 3600")
+    return value
+
+
 def parse_connection_id(raw: str) -> str:
     value = raw.strip()
     if not value:
@@ -101,6 +127,35 @@ MIRRORFLOW_KEYS: tuple[MirrorflowKey, ...] = (
         "*/5 * * * *",
         parse_schedule,
         "When a flow's replication DAG runs; @continuous starts the next run as soon as one ends.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.replicate.mode",
+        "batch or micro-batch",
+        "batch",
+        parse_mode,
+        "batch: each replication DAG run plans, copies what the source holds then and ends (lag: the "
+        "schedule plus a run). micro-batch: each DAG run is a window, one Spark application that copies "
+        "every mirrorflow.microbatch.interval.ms for mirrorflow.microbatch.window.seconds and hands "
+        "over to the next window without a gap (lag: seconds); mirrorflow.replicate.schedule is not "
+        "used then.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.microbatch.interval.ms",
+        f"integer >= {MIN_INTERVAL_MS}",
+        1000,
+        parse_interval_ms,
+        "Micro-batch mode: how often a batch closes. Every interval each task of the window asks the "
+        "source for its partitions' last stable offsets (one request) and copies what arrived since "
+        "its last batch, committed with its progress; records wait about an interval at most.",
+    ),
+    MirrorflowKey(
+        "mirrorflow.microbatch.window.seconds",
+        "integer >= 1",
+        3600,
+        parse_window_seconds,
+        "Micro-batch mode: how long one window (one DAG run, one Spark application) copies before the "
+        "next one takes over; the replication DAG runs this often. The window is a checkpoint and "
+        "reporting boundary, not the lag. `mirrorflow replicate --window` overrides it.",
     ),
     MirrorflowKey(
         "mirrorflow.range.max.records",

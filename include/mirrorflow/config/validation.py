@@ -30,6 +30,7 @@ from mirrorflow.config.keys import (
 )
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, CLUSTER_KEYS, FLOW_KEYS
 from mirrorflow.config.problems import Problem, error, unique, warning
+from mirrorflow.config.replicate_mode import check_replicate_modes
 from mirrorflow.config.values import InvalidValue, duration_ms, parse_list
 from mirrorflow.policy.replication import (
     DEFAULT_POLICY_CLASS,
@@ -78,6 +79,7 @@ def validate(config: MirrorConfig) -> list[Problem]:
     problems += _check_bootstrap(config, flows)
     problems += _check_identity_cycles(replication)
     problems += _check_offset_syncs(replication)
+    problems += check_replicate_modes(replication)
     for flow in flows:
         for side, kind in _CLIENTS:
             problems += flow.file_client_config(side, kind)[1]

@@ -31,7 +31,9 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.config.layers import cluster_settings
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.config.secrets import REDACTED, is_secret_key
+from mirrorflow.control.window_status import window_lag
 from mirrorflow.kafka import (
     LIBRDKAFKA_LOG,
     KafkaCallError,
@@ -291,6 +293,9 @@ class FlowStatus:
     # Offsets of the source not replicated yet, per source topic, measured now from the flow's
     # stored source offsets, which MM2 and mirrorflow both keep: it shows a flow MM2 runs too.
     lag: dict[str, int] | None = None
+    # A micro-batch flow's newest window: lag in seconds now and over the last minutes, per topic
+    # too (control.window_status.window_overview); None for a batch flow.
+    window: dict[str, Any] | None = None
     error: str | None = None
     as_of_ms: int | None = None  # when the values above were read in full (None: not this time)
     # As for ClusterStatus: set by control.status_snapshots when it shows values of an earlier read.
@@ -532,6 +537,8 @@ def flow_status(
             summary, row.last_verification_ms = found[VERIFY_SUMMARY_KIND][0]
             row.last_verification = verification_overview(summary)
         row.history = history(found.get(VERIFY_SUMMARY_KIND, []), found.get(MIGRATION_SUMMARY_KIND, []))
+        if flow.replicate_mode == MICRO_BATCH:
+            row.window = window_lag(consumer, flow.name, timeout_s=timeout_s)
         if flow.source in down:
             row.error = f"source {flow.source} unreachable: {down[flow.source]}"
             return row

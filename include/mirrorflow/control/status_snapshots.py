@@ -166,6 +166,8 @@ def _carry_flow(before: FlowStatus | None, flow: FlowStatus, now_ms: int) -> Non
         flow.history = before.history
     if flow.lag is None:
         flow.lag = before.lag
+    if flow.window is None:
+        flow.window = before.window
 
 
 class StatusSnapshots:

@@ -80,10 +80,19 @@ class RunReport:
     # topic deleted and created again on either side); at most RESTARTED_LIMIT of them.
     restarted: dict[str, str] = field(default_factory=dict)
     restarted_count: int = 0
+    # A micro-batch window's own figures (replicate/window/driver.py): its batches, how its tasks
+    # ended, its lag in seconds, what joined it; empty for a batch run.
+    window: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_results(
-        cls, plan: Plan, results: Iterable[UnitResult | Mapping[str, Any]], started_ms: int, finished_ms: int
+        cls,
+        plan: Plan,
+        results: Iterable[UnitResult | Mapping[str, Any]],
+        started_ms: int,
+        finished_ms: int,
+        *,
+        window: Mapping[str, Any] | None = None,
     ) -> RunReport:
         units = [asdict(r) if isinstance(r, UnitResult) else dict(r) for r in results]
         reported = {(u["topic"], u["partition"]) for u in units}
@@ -105,6 +114,7 @@ class RunReport:
             lost_unreported=unreported,
             restarted=dict(list(plan.restarted().items())[:RESTARTED_LIMIT]),
             restarted_count=len(plan.restarted()),
+            window=dict(window or {}),
         )
 
     @classmethod
@@ -135,6 +145,7 @@ class RunReport:
             lost_unreported=last.lost_unreported,
             restarted=last.restarted,
             restarted_count=last.restarted_count,
+            window=last.window,
         )
 
     @property
@@ -247,6 +258,7 @@ class RunReport:
             "lag_left": {t: self.lag_left[t] for t in shown if t in self.lag_left},
             "restarted": self.restarted,
             "restarted_count": self.restarted_count,
+            **({"window": self.window} if self.window else {}),
         }
 
     def json_pieces(self, units_per_piece: int = 1000) -> Iterator[str]:
@@ -313,7 +325,27 @@ def achieved_bytes_per_second(summary: Mapping[str, Any]) -> float | None:
     return summary.get("totals", {}).get("bytes", 0) / seconds
 
 
+# Of a micro-batch window's figures, what XCom gets (its lists are in the stored summary).
+WINDOW_XCOM_FIELDS = (
+    "tasks",
+    "batches",
+    "stopped",
+    "handed_over_slots",
+    "retakes",
+    "joined_partitions",
+    "lag_s",
+    "refreshes",
+    "created_topics_count",
+    "restarted_count",
+)
+
+
 def xcom_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The summary without its per-topic rows and partition lists, and without the figures it
     holds twice (lag_left per topic beside the rows' own, lost_to_retention beside the totals')."""
-    return {name: summary[name] for name in XCOM_FIELDS if name in summary}
+    out = {name: summary[name] for name in XCOM_FIELDS if name in summary}
+    if "window" in summary:
+        out["window"] = {
+            name: summary["window"][name] for name in WINDOW_XCOM_FIELDS if name in summary["window"]
+        }
+    return out

@@ -35,6 +35,18 @@ STATUS_FETCH_WAIT_MS = 20
 Found = list[tuple[dict[str, Any], int]]  # (body, when written in ms), newest first
 
 
+def runs_bounds(consumer_config: dict[str, Any], timeout_s: float) -> tuple[int, int] | None:
+    """(low, high) watermarks of the run-records topic; None when the cluster does not have it."""
+    consumer = reader(consumer_config)
+    try:
+        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
+        if meta is None or meta.error is not None:
+            return None
+        return watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
+    finally:
+        consumer.close()
+
+
 def read_ranges(
     consumer_config: dict[str, Any], ranges: dict[tuple[str, int], tuple[int, int]], idle_timeout_s: float
 ) -> Iterator[Message]:
@@ -84,14 +96,10 @@ def newest_run_records(
     put together from its first chunk, and one that cannot be (its writer stopped mid-way) is
     passed over for the one before."""
     newest: dict[str, Found] = {}
-    consumer = reader(consumer_config)
-    try:
-        meta = consumer.list_topics(RUNS_TOPIC, timeout=timeout_s).topics.get(RUNS_TOPIC)
-        if meta is None or meta.error is not None:
-            return newest
-        low, high = watermarks(consumer, RUNS_TOPIC, 0, timeout_s=timeout_s)
-    finally:
-        consumer.close()
+    bounds = runs_bounds(consumer_config, timeout_s)
+    if bounds is None:
+        return newest
+    low, high = bounds
 
     def missing() -> bool:
         return any(len(newest.get(kind, ())) < count for kind, count in wanted.items())

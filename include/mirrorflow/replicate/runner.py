@@ -7,9 +7,10 @@ build the CopyJob, store the report and measure the lag left the same way, here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
+from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
@@ -23,7 +24,12 @@ from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
 
 
-def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
+def copy_job_for(
+    flow: FlowConfig, clients: FlowClients, plan: Plan, *, workers: int | None = None
+) -> CopyJob:
+    """The copy job of `plan`; `workers` is how many processes copy at once (the byte-rate cap is
+    shared among them), by default the plan's slices (a micro-batch window passes its tasks: its
+    plan may have nothing pending yet)."""
     syncs_on_target = flow.offset_syncs_cluster == flow.target
     return CopyJob(
         run_id=plan.run_id,
@@ -44,7 +50,7 @@ def copy_job_for(flow: FlowConfig, clients: FlowClients, plan: Plan) -> CopyJob:
         target_admin=clients.target_admin,
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
         max_bytes_per_second=flow.replicate_max_bytes_per_second,
-        workers=max(1, len(plan.slices())),
+        workers=workers or max(1, len(plan.slices())),
     )
 
 
@@ -94,15 +100,22 @@ the run ends within the unreachable limit and not a minute later."""
 
 
 def store_report(
-    clients: FlowClients, plan: Plan, results: list[UnitResult], started_ms: int, *, timeout_s: float | None = None
+    clients: FlowClients,
+    plan: Plan,
+    results: list[UnitResult],
+    started_ms: int,
+    *,
+    timeout_s: float | None = None,
+    window: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Store the run's report, every partition of it (in chunks when large, written as it is
     encoded); raises runs.RunRecordNotStored (the report attached) when the target does not
-    take it, so a caller can still show what each partition did."""
+    take it, so a caller can still show what each partition did. `window`: a micro-batch
+    window's own figures (RunReport.window)."""
     if timeout_s is None:
         lost = any(r.unreachable == plan.target for r in results)
         timeout_s = STORE_AFTER_LOSS_S if lost else 60.0
-    report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000))
+    report = RunReport.from_results(plan, results, started_ms, int(time.time() * 1000), window=window)
     try:
         runs.write_run_record(
             clients.target_producer,

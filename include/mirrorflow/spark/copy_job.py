@@ -70,6 +70,14 @@ def flow_and_clients(args: argparse.Namespace) -> tuple[FlowConfig, FlowClients]
     return flow, clients
 
 
+def read_plan(flow: FlowConfig, clients: FlowClients, plan_offset: int) -> Plan:
+    """The plan the plan task stored at `plan_offset` (an error naming what is there instead)."""
+    flow_name, _, kind, body = read_run_record(clients.target_consumer, plan_offset)
+    if (flow_name, kind) != (flow.name, "plan"):
+        raise SystemExit(f"offset {plan_offset} holds the {kind} of {flow_name}, not a plan of {flow.name}")
+    return Plan.from_json(body)
+
+
 def run_slices(
     app_name: str, slices: list[list[Work]], work: Callable[[list[Work]], Iterable[Any]]
 ) -> list[Any]:
@@ -147,12 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     interval_s = log_interval_s()
     flow, clients = flow_and_clients(args)
-    flow_name, run_id, kind, body = read_run_record(clients.target_consumer, args.plan_offset)
-    if (flow_name, kind) != (flow.name, "plan"):
-        raise SystemExit(
-            f"offset {args.plan_offset} holds the {kind} of {flow_name}, not a plan of {flow.name}"
-        )
-    plan = Plan.from_json(body)
+    plan = read_plan(flow, clients, args.plan_offset)
+    run_id = plan.run_id
     job = copy_job_for(flow, clients, plan)
     started_ms = int(time.time() * 1000)
     slices = plan.slices()

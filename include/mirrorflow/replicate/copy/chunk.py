@@ -76,6 +76,7 @@ class Chunk:
     processed: int = 0  # offsets read, records skipped as loops included
     reached_end: bool = False
     refused: KafkaError | None = None  # the record the target refused as too large (solo mode)
+    first_timestamp: int = -1  # the source timestamp of the chunk's first produced record
 
 
 @dataclass
@@ -153,6 +154,7 @@ class PartitionCopy:
         chunk_bytes = chunk.bytes
         retimed = chunk.retimed
         last_processed = chunk.last_processed
+        first_timestamp = chunk.first_timestamp
         reached_end = False
         last = None if exact else _last_copied(batch, end, target)
         for message in batch:
@@ -204,6 +206,8 @@ class PartitionCopy:
                         over_producer_limit(span, target, job.target_producer, offset, size)
                     ) from exc
                 raise
+            if first_timestamp < 0:
+                first_timestamp = ts
             add_up(offset)
             if key is not None:
                 chunk_bytes += len(key)
@@ -218,6 +222,7 @@ class PartitionCopy:
         chunk.bytes = chunk_bytes
         chunk.retimed = retimed
         chunk.last_processed = last_processed
+        chunk.first_timestamp = first_timestamp
         chunk.reached_end = reached_end
 
     def _restamp(self, headers: list[tuple[str, Any]], offset: int) -> list[tuple[str, Any]] | None:

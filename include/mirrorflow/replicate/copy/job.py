@@ -86,6 +86,11 @@ class UnitResult:
     seconds: float = 0.0
     copy_seconds: float = 0.0
     interleaved_chunks: int = 0
+    waited_ms: int = -1
+    """How long the oldest record this copy moved waited for it: from its source timestamp to the
+    commit that made it visible on the target (-1: no record copied). A micro-batch window takes it
+    as its lag in seconds; the source timestamp is the append time with LogAppendTime topics and
+    the producer's CreateTime otherwise."""
     unreachable: str | None = None
     """The alias of a cluster this copy found unreachable (its worker then skips the rest)."""
     lost: list[tuple[int, int]] = field(default_factory=list)

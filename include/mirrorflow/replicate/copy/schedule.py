@@ -109,8 +109,10 @@ class _SlotCopy:
             source_ids, remote_ids = self.shared.live_topic_ids(
                 {s.topic for s in spans}, {s.remote_topic for s in spans}
             )
-        except KafkaException:
-            return  # a cluster that does not answer fails the copy itself, with its own cause
+        except (KafkaException, TimeoutError):
+            # A cluster that does not answer (DescribeTopics times out: the future's TimeoutError)
+            # fails the copy itself, with its own cause.
+            return
         for copy in self.copies:
             try:
                 check_live(copy.span, source_ids, remote_ids)
@@ -226,6 +228,7 @@ class _SlotCopy:
         producer goes, and each partition of `batch` is retried, goes on alone, or fails, as the
         error says."""
         job, writer = self.job, self.writer
+        writer.learn_fatal()
         self.reader_ok = False
         if self.reader is not None:
             self.shared.give_back(self.reader.pooled, reusable=False)

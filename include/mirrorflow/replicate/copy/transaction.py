@@ -267,6 +267,7 @@ def _after_commit(
     """Count what the transaction committed and send the source-side offset-syncs (flushed when
     the slot's copy ends, see schedule.py); never raises."""
     marker = 1 if job.exactly_once else 0
+    committed_ms = int(time.time() * 1000)
     sync_producer = None
     if job.offset_syncs_topic and not job.offset_syncs_on_target and any(outgoing):
         with contextlib.suppress(Exception):
@@ -289,6 +290,8 @@ def _after_commit(
             result.bytes += chunk.bytes
             result.skipped_loops += chunk.skipped_loops
             result.retimed += chunk.retimed
+            if result.waited_ms < 0 and chunk.first_timestamp > 0:
+                result.waited_ms = max(0, committed_ms - chunk.first_timestamp)
             if item.downs:
                 writer.landing[(span.remote_topic, span.partition)] = item.downs[-1] + 1 + marker
             if chunk.reached_end:

@@ -91,6 +91,24 @@ class SlotWriter:
         if self.fenced is None:
             self.fenced = where
 
+    def learn_fatal(self) -> None:
+        """Find out why a producer failed fatally. Once one did (fenced by a newer writer while
+        records were in flight, say), librdkafka answers produce() with _FATAL ("Local: Fatal
+        error") and tells the cause only when polled (confluent-kafka raises it from poll(), and
+        calls no error callback): without it a fenced writer reads as merely failed, is retried,
+        and its retry fences the newer writer back."""
+        for client in (self.producer, self.fence):
+            if self.fatal is not None or client is None:
+                return
+            try:
+                client.poll(0)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.fatal():
+                    self.fatal = error
+            except (SystemError, RuntimeError):
+                pass
+
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() and self.fatal is None:
             self.fatal = error

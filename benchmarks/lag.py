@@ -1,0 +1,403 @@
+"""End-to-end replication lag at fixed producer rates: mirrorflow micro-batch against mirrorflow
+batch in a tight loop and MirrorMaker 2, on the same brokers in one run.
+
+Two single-node Apache Kafka clusters (localkafka, the version pinned in kafka/pom.xml). For each
+rate in --rates and each replicator, a topic of its own (--partitions partitions) is written at
+that rate, records of --size bytes (key and value), for --seconds, while the replicator copies it
+with tasks.max = --tasks:
+
+- mirrorflow micro-batch (CLI): `mirrorflow replicate --window` on a micro-batch flow, local
+  worker processes, mirrorflow.microbatch.interval.ms = --interval-ms (the default, 1000, unless
+  given), exactly-once;
+- mirrorflow micro-batch (Spark): the plan, then `spark-submit spark_apps/mirrorflow_window.py`
+  on --spark-master, the same window;
+- mirrorflow batch (CLI loop): `mirrorflow replicate` on a batch flow, run again as soon as it
+  ends (what `@continuous` comes down to, without the scheduler), exactly-once;
+- MM2 at-least-once and MM2 exactly-once: real MirrorMaker 2 from the pinned jars, as
+  benchmarks/vs_mm2.py runs it.
+
+A record's lag is the time from its source timestamp (the producer sets it when it sends, with
+linger.ms = 5) until a read_committed consumer of the target sees it. Start-up is left out: the
+replicator first copies one record per partition, and the clock starts after that. Figures: p50,
+p99 and max lag of the records written at the rate; CPU per record of the replicator's processes
+(the whole tree: JVM, workers, Spark; from /proc, and from wait4 for processes that ended) while
+the rate is written; and whether the replicator keeps up: every record readable within DRAIN_S of
+the last one written, and the lag of the last quarter of the records not more than twice the
+first quarter's plus a second (a lag that grows is a replicator falling behind).
+
+Run: `.venv/bin/python benchmarks/lag.py` (--seconds and --rates for a short run; --help).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from vs_mm2 import free_port, machine, properties, spark_env, spark_submit, tree_cpu
+
+from localkafka import QUICK_CLUSTER, LocalKafka
+from localkafka.mirrormaker import MirrorMaker
+from mirrorflow.replicate import service
+
+BIN = Path(sys.executable).parent
+DRAIN_S = 30.0
+READY_S = 180.0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300.0, help="how long each rate is written")
+    parser.add_argument("--rates", default="1000,10000", help="records per second, comma-separated")
+    parser.add_argument("--size", type=int, default=1024, help="bytes per record (key and value)")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--tasks", type=int, default=2, help="tasks.max for every replicator")
+    parser.add_argument("--only", default="", help="replicators to run (comma-separated names), default all")
+    parser.add_argument("--spark-master", default="local[2]")
+    parser.add_argument(
+        "--interval-ms",
+        type=int,
+        default=1000,
+        help="mirrorflow.microbatch.interval.ms of the micro-batch rows",
+    )
+    return parser.parse_args()
+
+
+class RateProducer(threading.Thread):
+    """Writes `rate` records a second, round-robin over the partitions, until `seconds` are up."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, seconds: float, size: int):
+        super().__init__(name="rate-producer", daemon=True)
+        self.topic, self.partitions, self.rate, self.seconds = topic, partitions, rate, seconds
+        self.value = os.urandom(max(0, size - 16))
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        self.sent = 0
+        self.behind_s = 0.0  # how far the producer itself fell behind its schedule, at most
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < self.seconds:
+            due = int(elapsed * self.rate)
+            self.behind_s = max(self.behind_s, (due - self.sent) / self.rate)
+            while self.sent < due:
+                try:
+                    self.producer.produce(
+                        self.topic,
+                        key=b"%016d" % self.sent,
+                        value=self.value,
+                        partition=self.sent % self.partitions,
+                        timestamp=int(time.time() * 1000),
+                    )
+                    self.sent += 1
+                except BufferError:
+                    self.producer.poll(0.01)
+            self.producer.poll(0)
+            time.sleep(0.002)
+        assert self.producer.flush(60) == 0, "the source did not take every record"
+
+
+class LagReader(threading.Thread):
+    """Reads the remote topic read_committed as it fills; each record's lag is the time it is
+    seen minus its timestamp."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        super().__init__(name="lag-reader", daemon=True)
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"lag-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+                "log_level": 3,
+            }
+        )
+        self.topic, self.partitions = topic, partitions
+        self.stamps, self.lags = array("q"), array("l")
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            meta = self.consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if meta is not None and meta.error is None and len(meta.partitions) == self.partitions:
+                break
+            time.sleep(0.2)
+        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        while not self.halt.is_set():
+            for message in self.consumer.consume(1000, timeout=0.1):
+                if message.error() is not None and message.error().code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(message.error().str())
+                if message.error() is None:
+                    stamp = message.timestamp()[1]
+                    self.stamps.append(stamp)
+                    self.lags.append(int(time.time() * 1000) - stamp)
+        self.consumer.close()
+
+
+@dataclass
+class Replicator:
+    """A running replicator: its live processes (for CPU) and how to stop it."""
+
+    processes: Callable[[], list[int]]
+    stop: Callable[[], None]
+
+
+def _popen(command: list[str], log: Path, **kwargs) -> subprocess.Popen:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **kwargs
+        )
+
+
+def _end(process: subprocess.Popen, sig: int = signal.SIGINT, wait_s: float = 60) -> None:
+    """Ask the process group to end (Ctrl-C for mirrorflow), then make sure it did."""
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+        try:
+            process.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+
+
+def micro_batch_cli(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
+    process = _popen(
+        [str(BIN / "mirrorflow"), "replicate", str(path), "--flow", f"{src}->{dst}", "--window", "86400"],
+        ctx.tmp / f"{src}.log",
+    )
+    return Replicator(lambda: [process.pid], lambda: _end(process))
+
+
+def micro_batch_spark(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
+    planned = service.plan_run(str(path), src, dst, run_id=f"bench-{uuid.uuid4().hex[:8]}")
+    command = spark_submit(
+        ctx.args.spark_master, "mirrorflow_window.py", path, f"{src}->{dst}", planned["plan_offset"]
+    )
+    process = _popen([*command, "--window", "86400"], ctx.tmp / f"{src}.log", env=spark_env())
+    # Nothing takes over from it: it is stopped once measured.
+    return Replicator(lambda: [process.pid], lambda: _end(process, signal.SIGTERM, 30))
+
+
+def batch_loop(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
+    halt, current = threading.Event(), [None]
+
+    def loop() -> None:
+        while not halt.is_set():
+            current[0] = _popen(
+                [str(BIN / "mirrorflow"), "replicate", str(path), "--flow", f"{src}->{dst}"],
+                ctx.tmp / f"{src}.log",
+            )
+            current[0].wait()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        halt.set()
+        thread.join(600)
+
+    return Replicator(lambda: [current[0].pid] if current[0] and current[0].poll() is None else [], stop)
+
+
+def mm2(exactly_once: bool) -> Callable[[Context, str, str, Path], Replicator]:
+    def start(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
+        extra = f"{src}->{dst}.topics = {ctx.topic}\ntasks.max = {ctx.args.tasks}\n"
+        if exactly_once:
+            extra += (
+                f"{dst}.exactly.once.source.support = enabled\n{src}->{dst}.exactly.once.support = required\n"
+                f"{src}.consumer.isolation.level = read_committed\n"
+                f"dedicated.mode.enable.internal.rest = true\nlisteners = http://127.0.0.1:{free_port()}\n"
+            )
+        config = properties(ctx.tmp / f"{src}-mm2.properties", ctx.source, ctx.target, src, dst, extra)
+        runner = MirrorMaker(config, ctx.tmp / f"mm2-{src}", clusters=(dst,)).start()
+        return Replicator(
+            lambda: [runner.process.pid] if runner.running else [], lambda: runner.stop(timeout_s=60)
+        )
+
+    return start
+
+
+MICRO = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = {interval}\n"
+REPLICATORS: dict[str, tuple[Callable[[Context, str, str, Path], Replicator], str]] = {
+    "mirrorflow micro-batch (CLI)": (micro_batch_cli, MICRO),
+    "mirrorflow micro-batch (Spark)": (micro_batch_spark, MICRO),
+    "mirrorflow batch (CLI loop)": (batch_loop, ""),
+    "MM2 at-least-once": (mm2(False), ""),
+    "MM2 exactly-once": (mm2(True), ""),
+}
+
+
+@dataclass
+class Context:
+    args: argparse.Namespace
+    source: LocalKafka
+    target: LocalKafka
+    tmp: Path
+    topic: str = ""
+    counter: int = 0
+
+
+class CpuMeter:
+    """CPU seconds of the replicator's processes: those running now (their whole tree) and
+    those that ended and were waited for since the meter started (RUSAGE_CHILDREN)."""
+
+    def __init__(self, live: Callable[[], list[int]]) -> None:
+        self.live = live
+        self.base = self._children()
+
+    @staticmethod
+    def _children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def now(self) -> float:
+        running = 0.0
+        for pid in self.live():
+            try:
+                running += tree_cpu(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return self._children() - self.base + running
+
+
+@dataclass
+class Row:
+    name: str
+    rate: int
+    records: int
+    p50_s: float
+    p99_s: float
+    max_s: float
+    cpu_us: float
+    keeps_up: bool
+    note: str
+
+
+def quantile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+
+
+def measure(ctx: Context, name: str, rate: int) -> Row:
+    args = ctx.args
+    ctx.counter += 1
+    src, dst = f"l{ctx.counter}src", f"l{ctx.counter}dst"
+    ctx.topic = f"lag-{ctx.counter}"
+    admin = AdminClient({"bootstrap.servers": ctx.source.bootstrap})
+    admin.create_topics([NewTopic(ctx.topic, args.partitions, 1)])[ctx.topic].result(30)
+    start, settings = REPLICATORS[name]
+    extra = f"{src}->{dst}.topics = {ctx.topic}\ntasks.max = {args.tasks}\n" + settings.format(
+        interval=args.interval_ms
+    )
+    path = properties(ctx.tmp / f"{src}.properties", ctx.source, ctx.target, src, dst, extra)
+    reader = LagReader(ctx.target.bootstrap, f"{src}.{ctx.topic}", args.partitions)
+    reader.start()
+    warm = RateProducer(ctx.source.bootstrap, ctx.topic, args.partitions, args.partitions, 1.0, args.size)
+    warm.run()
+    replicator = start(ctx, src, dst, path)
+    try:
+        deadline = time.monotonic() + READY_S
+        while len(reader.lags) < warm.sent:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{name}: nothing copied within {READY_S:.0f}s; logs in {ctx.tmp}")
+            time.sleep(0.2)
+        cpu = CpuMeter(replicator.processes)
+        producer = RateProducer(
+            ctx.source.bootstrap, ctx.topic, args.partitions, rate, args.seconds, args.size
+        )
+        producer.start()
+        producer.join()
+        cpu_s = cpu.now()
+        wanted = warm.sent + producer.sent
+        ended = time.monotonic()
+        while len(reader.lags) < wanted and time.monotonic() - ended < DRAIN_S:
+            time.sleep(0.1)
+        arrived = len(reader.lags) >= wanted
+    finally:
+        replicator.stop()
+        reader.halt.set()
+        reader.join(30)
+    lags = list(reader.lags[warm.sent :])
+    quarter = max(1, len(lags) // 4)
+    growing = statistics.median(lags[-quarter:]) > 2 * statistics.median(lags[:quarter]) + 1000
+    note = "" if arrived else f"{wanted - len(reader.lags):,} records missing {DRAIN_S:.0f}s after the end"
+    if producer.behind_s > 1:
+        note += f" (the producer fell {producer.behind_s:.1f}s behind its rate)"
+    return Row(
+        name,
+        rate,
+        producer.sent,
+        quantile(lags, 0.5),
+        quantile(lags, 0.99),
+        max(lags) / 1000,
+        cpu_s * 1e6 / max(1, producer.sent),
+        arrived and not growing,
+        note.strip(),
+    )
+
+
+def main() -> int:
+    args = parse_args()
+    chosen = [n for n in REPLICATORS if not args.only or any(part in n for part in args.only.split(","))]
+    rates = [int(r) for r in args.rates.split(",")]
+    print(machine())
+    print(
+        f"load average at the start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
+    )
+    print(
+        f"{len(rates)} rate(s) x {len(chosen)} replicator(s): {args.seconds:g}s each, {args.size} B records, "
+        f"{args.partitions} partitions, tasks.max {args.tasks}"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-lag-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        source = LocalKafka(tmp / "source", overrides=QUICK_CLUSTER)
+        target = LocalKafka(tmp / "target", overrides=QUICK_CLUSTER)
+        try:
+            source.launch()
+            target.launch()
+            source.start()
+            target.start()
+            ctx = Context(args, source, target, tmp)
+            for rate in rates:
+                for name in chosen:
+                    row = measure(ctx, name, rate)
+                    rows.append(row)
+                    print(
+                        f"  {row.name} at {rate:,}/s: p50 {row.p50_s:.2f}s p99 {row.p99_s:.2f}s max {row.max_s:.2f}s",
+                        flush=True,
+                    )
+        finally:
+            source.stop()
+            target.stop()
+    print()
+    print(
+        f"{'replicator':<32} {'rate/s':>8} {'records':>9} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
+        f"{'CPU µs/rec':>10}  keeps up"
+    )
+    for row in rows:
+        print(
+            f"{row.name:<32} {row.rate:>8,} {row.records:>9,} {row.p50_s:>7.2f} {row.p99_s:>7.2f} {row.max_s:>7.2f} "
+            f"{row.cpu_us:>10.1f}  {'yes' if row.keeps_up else 'no'}{'  ' + row.note if row.note else ''}"
+        )
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""`mirrorflow replicate` on a micro-batch flow: one window with local workers.
+
+The same window a DAG run's Spark application runs (replicate/window), its tasks in local
+processes: plan, copy every interval for the window's length (mirrorflow.microbatch.window.seconds,
+or --window), store the report and the summary beside the DAG runs'. Nothing takes over from a
+window run by hand, so it ends at its end, with exit 0 when every partition is copied. It prints a
+line every few seconds (records, lag) instead of a progress bar; Ctrl-C ends it after the batch in
+flight, which commits whole.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.window.driver import WindowDriver
+from mirrorflow.replicate.window.local import LocalTasks
+from mirrorflow.replicate.window.settings import window_settings
+from mirrorflow.replicate.window.share import task_count
+
+
+def window_line(summary: dict) -> str:
+    """The window's own figures in one line: how long, how many batches, its lag, how it ended."""
+    window = summary.get("window", {})
+    lag = window.get("lag_s") or {}
+
+    def secs(name: str) -> str:
+        value = lag.get(name)
+        return "-" if value is None else f"{value:.2f}s"
+
+    ended = ", ".join(f"{count} {why}" for why, count in sorted(window.get("stopped", {}).items()))
+    return (
+        f"window of {summary['seconds']:.1f}s: {window.get('batches', 0):,} batches over {window.get('tasks', 0)} "
+        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended or '-'}"
+    )
+
+
+def run_window(
+    console: Console,
+    config: MirrorConfig,
+    flow: FlowConfig,
+    clients: FlowClients,
+    *,
+    run_id: str,
+    window_s: float | None,
+    connect_timeout_s: float | None,
+):  # -> commands.replicate.RunOutcome (imported here: that module imports this one)
+    from mirrorflow.commands.replicate import RunOutcome, finish_run, print_plan
+
+    planned = service.plan_run(
+        config, flow.source, flow.target, run_id=run_id, connect_timeout_s=connect_timeout_s
+    )
+    plan_offset = planned["plan_offset"]
+    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+    print_plan(console, planned, plan)
+    settings = window_settings(flow, started_ms=plan.created_ms, length_s=window_s, handover=False)
+    count = task_count(plan)
+    job = runner.copy_job_for(flow, clients, plan, workers=count)
+    tasks = LocalTasks(job, settings)
+    console.print(
+        f"[bold]micro-batch[/bold] window of {(settings.ends_ms - plan.created_ms) / 1000:g}s, a batch every "
+        f"{settings.interval_s:g}s, {count} task(s); Ctrl-C ends it after the batch in flight",
+        highlight=False,
+    )
+    driver = WindowDriver(
+        flow,
+        clients,
+        plan,
+        plan_offset,
+        settings,
+        log_line=lambda line: console.print(escape(line), highlight=False),
+    )
+    result = driver.run(tasks, count)
+    if tasks.interrupted:
+        console.print("stopped by Ctrl-C after the batch in flight", highlight=False)
+    if not result.stored:
+        return RunOutcome(planned, plan, result.report.summary(), 1, result.error)
+    return finish_run(config, flow, clients, planned, plan, plan_offset, 1, result.error)

@@ -1,0 +1,148 @@
+"""What a window's driver and tasks tell each other, and the next window, through the run-records
+topic (state lives in Kafka: the tasks may run on other machines than their driver).
+
+- `refresh` (driver -> its tasks): the window's plan made again, every
+  refresh.topics.interval.seconds, with the new topics and partitions it created on the target;
+  each task takes the spans of its slots it did not have (or that a recreated topic changed).
+- `takeover` (a task -> older windows): the slots a task is about to copy, written before it
+  opens their writers. A task of an older window (or an earlier attempt of the same one) that
+  sees a newer takeover of its slots lets them go; a task fenced without one takes its slots back.
+- `window` (a task -> its driver, the status page, the metrics): the task's figures every few
+  seconds (records, lag in seconds).
+
+Every record is small (a plan is chunked as any run record); tasks follow the topic with one
+consumer each (RunsTail), reading only what was added since their last look.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+from mirrorflow.kafka import reader, served
+from mirrorflow.replicate.copy.clients import close_quietly
+from mirrorflow.replicate.runs import (
+    RUNS_TOPIC,
+    IncompleteRunRecord,
+    RunRecord,
+    RunRecordAssembler,
+    run_key,
+    write_run_record,
+)
+
+REFRESH = "refresh"
+TAKEOVER = "takeover"
+STATUS = "window"
+CONSUME_BATCH = 500
+
+log = logging.getLogger("mirrorflow.window")
+
+
+def new_attempt() -> str:
+    """An id for one attempt of one task (a Spark retry of the task is another attempt)."""
+    return uuid.uuid4().hex
+
+
+def write_takeover(
+    producer_config: Mapping[str, Any],
+    flow: str,
+    run_id: str,
+    *,
+    plan_offset: int,
+    attempt: str,
+    slots: Collection[int],
+    timeout_s: float,
+) -> int:
+    """Store the takeover of `slots` and return its offset; it is acknowledged before the task
+    fences anything, so a fenced older window always finds it."""
+    body = json.dumps({"plan_offset": plan_offset, "attempt": attempt, "slots": sorted(slots)})
+    return write_run_record(producer_config, flow, run_id, TAKEOVER, body, timeout_s=timeout_s)
+
+
+class StatusWriter:
+    """A task's status records, sent without waiting (a lost one is replaced a few seconds later)."""
+
+    def __init__(self, producer_config: Mapping[str, Any], flow: str, run_id: str) -> None:
+        self._producer = Producer(
+            {**producer_config, "enable.idempotence": True, "acks": "all", "compression.type": "zstd"}
+        )
+        self._key = run_key(flow, run_id, STATUS)
+
+    def send(self, body: Mapping[str, Any]) -> None:
+        try:
+            self._producer.produce(
+                RUNS_TOPIC, key=self._key, value=json.dumps(body, separators=(",", ":")), partition=0
+            )
+            served(self._producer.poll, 0)
+        except (BufferError, KafkaException) as exc:
+            log.warning("the window's status could not be sent: %s", exc)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        served(self._producer.flush, timeout_s)
+        self._producer.purge()
+
+
+class RunsTail:
+    """The run records of one flow of `kinds` written at or after `start`, as they come."""
+
+    def __init__(
+        self, consumer_config: Mapping[str, Any], flow: str, kinds: Collection[str], *, start: int
+    ) -> None:
+        self._consumer = reader({**consumer_config, "fetch.wait.max.ms": 100})
+        self._consumer.assign([TopicPartition(RUNS_TOPIC, 0, start)])
+        self._assembler = RunRecordAssembler(lambda f, _r, k: f == flow and k in kinds)
+        self.position = start
+
+    def poll(self) -> list[RunRecord]:
+        """What was fetched since the last look (does not wait)."""
+        found: list[RunRecord] = []
+        while True:
+            batch = self._consumer.consume(CONSUME_BATCH, timeout=0)
+            if not batch:
+                return found
+            self._feed(batch, found)
+
+    def catch_up(self, timeout_s: float) -> list[RunRecord]:
+        """Everything up to the topic's end as of now (at most `timeout_s` of waiting): what a
+        task reads before it decides whose a slot is."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            _, end = self._consumer.get_watermark_offsets(
+                TopicPartition(RUNS_TOPIC, 0), timeout=timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            log.warning("the end of %s could not be read (%s); going on with what was read", RUNS_TOPIC, exc)
+            return self.poll()
+        found: list[RunRecord] = []
+        while self.position < end and time.monotonic() < deadline:
+            self._feed(self._consumer.consume(CONSUME_BATCH, timeout=0.1), found)
+        return found
+
+    def _feed(self, batch: list, found: list[RunRecord]) -> None:
+        for message in batch:
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    self.position = max(self.position, message.offset())
+                else:
+                    log.debug("reading %s: %s", RUNS_TOPIC, error)
+                continue
+            self.position = message.offset() + 1
+            record = self._assembler.feed(message)
+            if isinstance(record, RunRecord):
+                found.append(record)
+            elif isinstance(record, IncompleteRunRecord):
+                log.warning("%s", record.message)
+
+    def probe(self, timeout_s: float) -> None:
+        """Ask the cluster for the topic's metadata (raises KafkaException when it does not answer)."""
+        self._consumer.list_topics(RUNS_TOPIC, timeout=timeout_s)
+
+    def close(self) -> None:
+        close_quietly(self._consumer)

@@ -1,0 +1,161 @@
+"""A window's figures: records and lag in seconds per task, merged per window.
+
+Each task keeps its own (TaskFigures) and stores them every few seconds (a `window` record, see
+channel.py); the driver, the status page and the metrics merge the newest record of each task
+(merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is copied, so
+merged figures are the worst any task reports (p50 the largest p50, and so on): what is merged
+never looks better than the worst task, as adding the tasks' samples up would (an idle task's
+zeros would halve a busy one's p50).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mirrorflow.replicate.copy import UnitResult
+from mirrorflow.replicate.window.lag import LagHistogram, RecentLag
+
+TOPIC_ROWS = 50
+"""Topics a status record names, the most lagging first; the flow-wide figures cover them all."""
+
+
+class _Topic:
+    __slots__ = ("records", "bytes", "now_ms", "recent", "whole")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.now_ms = 0
+        self.recent = RecentLag()
+        self.whole = LagHistogram()
+
+
+class TaskFigures:
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.now_ms = 0
+        self.recent = RecentLag()
+        self.whole = LagHistogram()
+        self.topics: dict[str, _Topic] = {}
+
+    def batch(self, samples: Mapping[str, int], results: Iterable[UnitResult], now_ms: int) -> None:
+        """One batch: what it copied, and one lag sample per topic (the worst of its partitions)."""
+        for result in results:
+            topic = self._topic(result.topic)
+            topic.records += result.records
+            topic.bytes += result.bytes
+            self.records += result.records
+            self.bytes += result.bytes
+        if not samples:
+            return
+        worst = max(samples.values())
+        self.now_ms = worst
+        self.recent.add(worst, now_ms)
+        self.whole.add(worst)
+        for name, ms in samples.items():
+            topic = self._topic(name)
+            topic.now_ms = ms
+            topic.recent.add(ms, now_ms)
+            topic.whole.add(ms)
+
+    def _topic(self, name: str) -> _Topic:
+        found = self.topics.get(name)
+        if found is None:
+            found = self.topics[name] = _Topic()
+        return found
+
+    def status(
+        self, *, index: int, tasks: int, attempt: str, batches: int, partitions: int
+    ) -> dict[str, Any]:
+        now_ms = int(time.time() * 1000)
+        recent = {name: topic.recent.histogram(now_ms) for name, topic in self.topics.items()}
+        shown = heapq.nsmallest(
+            TOPIC_ROWS, self.topics, key=lambda name: (-(recent[name].quantile(0.99) or 0), name)
+        )
+        return {
+            "task": index,
+            "tasks": tasks,
+            "attempt": attempt,
+            "at_ms": now_ms,
+            "batches": batches,
+            "partitions": partitions,
+            "records": self.records,
+            "bytes": self.bytes,
+            "lag_now_ms": self.now_ms,
+            "lag_recent": self.recent.histogram(now_ms).figures(),
+            "lag_window": self.whole.figures(),
+            "topics": {
+                name: {
+                    "records": self.topics[name].records,
+                    "bytes": self.topics[name].bytes,
+                    "lag_now_ms": self.topics[name].now_ms,
+                    "recent": recent[name].figures(),
+                    "window": self.topics[name].whole.figures(),
+                }
+                for name in shown
+            },
+            "topics_count": len(self.topics),
+        }
+
+
+def worst(rows: Iterable[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """The largest of each figure (p50, p99, max) over `rows`; None where no row has one."""
+    out: dict[str, float | None] = {"p50": None, "p99": None, "max": None}
+    for row in rows:
+        for name, value in row.items():
+            if value is not None:
+                out[name] = max(out.get(name) or 0.0, value)
+    return out
+
+
+def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One window's figures from the newest status record of each of its tasks."""
+    newest: dict[int, Mapping[str, Any]] = {}
+    for record in records:
+        task = int(record["task"])
+        if task not in newest or record["at_ms"] >= newest[task]["at_ms"]:
+            newest[task] = record
+    tasks = list(newest.values())
+    topics: dict[str, dict[str, Any]] = {}
+    for record in tasks:
+        for name, row in record.get("topics", {}).items():
+            merged = topics.setdefault(
+                name, {"records": 0, "bytes": 0, "lag_now_ms": 0, "recent": {}, "window": {}}
+            )
+            merged["records"] += row["records"]
+            merged["bytes"] += row["bytes"]
+            merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
+            for span in ("recent", "window"):
+                merged[span] = worst([merged[span], row[span]])
+    return {
+        "tasks": len(tasks),
+        "at_ms": max((r["at_ms"] for r in tasks), default=0),
+        "batches": sum(r["batches"] for r in tasks),
+        "partitions": sum(r["partitions"] for r in tasks),
+        "records": sum(r["records"] for r in tasks),
+        "bytes": sum(r["bytes"] for r in tasks),
+        "lag_now_s": round(max((r["lag_now_ms"] for r in tasks), default=0) / 1000, 3),
+        "lag_recent_s": worst(r["lag_recent"] for r in tasks),
+        "lag_window_s": worst(r["lag_window"] for r in tasks),
+        "topics": topics,
+    }
+
+
+def lag_line(flow: str, merged: Mapping[str, Any], *, previous_records: int = 0, seconds: float = 0.0) -> str:
+    """A log line of a window's figures: records (and their rate), lag now and over the last minutes."""
+    recent = merged["lag_recent_s"]
+    rate = (merged["records"] - previous_records) / seconds if seconds > 0 else None
+    rate_text = f" ({rate:,.0f}/s)" if rate is not None else ""
+
+    def secs(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}s"
+
+    return (
+        f"window {flow}: {merged['records']:,} records{rate_text}, lag now {secs(merged['lag_now_s'])}, "
+        f"p50 {secs(recent['p50'])}, p99 {secs(recent['p99'])} (last minutes); "
+        f"{merged['partitions']:,} partitions, {merged['tasks']} task(s), {merged['batches']:,} batches"
+    )

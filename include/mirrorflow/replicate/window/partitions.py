@@ -1,0 +1,162 @@
+"""One partition as a window's task sees it from batch to batch: where its next range starts,
+what the window copied of it so far, since when records have been waiting, and its failures.
+
+The first range of a partition is its plan's span (or a refreshed plan's, for a partition that
+joined or a topic created again): it carries the plan's view of progress and incarnation, and
+the writer resumes after whatever was committed since (resume.py). Every later range starts right
+after the progress the window itself committed, for the same incarnation, as the engine expects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from mirrorflow.replicate.copy import UnitResult, merge_ranges
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
+
+SUMMED = (
+    "records",
+    "bytes",
+    "skipped_loops",
+    "retimed",
+    "transactions",
+    "offset_syncs",
+    "offset_sync_errors",
+    "attempts",
+    "interleaved_chunks",
+)
+BACKOFF_MAX_S = 60.0
+
+
+class PartitionState:
+    __slots__ = (
+        "base",
+        "committed",
+        "total",
+        "pending_since_ms",
+        "failures",
+        "retry_at",
+        "_lost_counted",
+    )
+
+    def __init__(self, base: PartitionSpan) -> None:
+        self.base = base
+        self.committed: int | None = None
+        """Progress committed for base.incarnation since the window started (None: the plan's)."""
+        self.total: UnitResult | None = None
+        self.pending_since_ms: int | None = None
+        self.failures = 0
+        self.retry_at = 0.0
+        self._lost_counted = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.base.topic, self.base.partition
+
+    @property
+    def progress(self) -> int:
+        return self.base.progress if self.committed is None else self.committed
+
+    def restart(self, base: PartitionSpan) -> None:
+        """A refreshed plan copies the partition between other topic incarnations (a topic deleted
+        and created again): its next range is the new plan's, and its failures are forgotten."""
+        self.base = base
+        self.committed = None
+        self.failures = 0
+        self.retry_at = 0.0
+        self._lost_counted = False
+
+    def ready(self, now: float) -> bool:
+        return now >= self.retry_at
+
+    def absent(self, interval_s: float) -> None:
+        """The source does not have the partition now (its topic deleted): asked again later, less
+        and less often, until a refreshed plan says what became of it."""
+        self.failures += 1
+        self.retry_at = time.monotonic() + min(BACKOFF_MAX_S, interval_s * 2**self.failures)
+
+    def next_span(self, end: int, max_records: int, *, always: bool) -> PartitionSpan | None:
+        """The next range, up to `end` (the last stable offset now) and at most `max_records`
+        long; None when there is nothing to do (unless `always`: a takeover opens every slot)."""
+        base = self.base
+        if self.committed is None:
+            start = base.start
+            span = dataclasses.replace(
+                base,
+                end=max(start, min(end, start + max_records)),
+                lost=0 if self._lost_counted else base.lost,
+            )
+            moves = base.progress < start - 1 or bool(base.restarted)
+            return span if always or span.pending or moves else None
+        start = self.committed + 1
+        span = PartitionSpan(
+            base.topic,
+            base.partition,
+            base.remote_topic,
+            start,
+            max(start, min(end, start + max_records)),
+            progress=self.committed,
+            incarnation=base.incarnation,
+            progress_incarnation=base.incarnation,
+            progress_slots=COPY_SLOTS,
+        )
+        return span if always or span.pending else None
+
+    def listed(self, end: int, listed_ms: int) -> None:
+        """The source's last stable offset as listed at `listed_ms`: records beyond progress have
+        been waiting since then at least."""
+        if end > self.progress + 1 and self.pending_since_ms is None:
+            self.pending_since_ms = listed_ms
+
+    def fold(self, span: PartitionSpan, result: UnitResult, *, fenced: bool, interval_s: float) -> int:
+        """Take one batch's result; returns the partition's lag sample (ms) for the batch: how
+        long its oldest copied record waited, or how long uncopied records have been waiting."""
+        self._lost_counted = True
+        self.total = _added(self.total, result)
+        if result.transactions > 0 or (result.ok and result.progress >= 0):
+            self.committed = result.progress
+        if fenced:
+            self.total.error = None
+        elif result.ok:
+            self.failures = 0
+        else:
+            self.failures += 1
+            self.retry_at = time.monotonic() + min(BACKOFF_MAX_S, interval_s * 2**self.failures)
+        now_ms = int(time.time() * 1000)
+        if result.ok and self.progress >= span.end - 1:
+            self.pending_since_ms = None
+        sample = max(0, result.waited_ms)
+        if self.pending_since_ms is not None:
+            sample = max(sample, now_ms - self.pending_since_ms)
+        return sample
+
+    def lag_ms(self, now_ms: int) -> int:
+        return 0 if self.pending_since_ms is None else max(0, now_ms - self.pending_since_ms)
+
+    def final(self) -> UnitResult | None:
+        """What the window did to the partition, as a batch run's result says it: the window's
+        planned end is where it stopped (what comes after is the next window's)."""
+        total = self.total
+        if total is None:
+            return None
+        final = dataclasses.replace(total, lost=list(total.lost), progress=self.progress)
+        if final.ok:
+            final.planned_end = self.progress + 1
+        return final
+
+
+def _added(total: UnitResult | None, result: UnitResult) -> UnitResult:
+    if total is None:
+        return dataclasses.replace(result, lost=list(result.lost))
+    for name in SUMMED:
+        setattr(total, name, getattr(total, name) + getattr(result, name))
+    total.seconds = round(total.seconds + result.seconds, 3)
+    total.copy_seconds = round(total.copy_seconds + result.copy_seconds, 3)
+    total.lost = merge_ranges([*total.lost, *result.lost])
+    total.remote_topic = result.remote_topic
+    total.planned_end = result.planned_end
+    total.waited_ms = max(total.waited_ms, result.waited_ms)
+    total.error = result.error
+    total.unreachable = result.unreachable
+    return total

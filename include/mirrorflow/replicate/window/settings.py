@@ -1,0 +1,67 @@
+"""How long a window copies, how often, and how it ends.
+
+A window ends at `ends_ms` (its start plus mirrorflow.microbatch.window.seconds). Under Airflow the
+next window's DAG run starts about then, so a window does not stop at its end: it goes on copying
+until the next one has taken each of its slots (task.py), for at most `handover_s` more, so that
+Airflow's scheduling and Spark's start-up (tens of seconds) never leave the flow uncopied. A
+window run by hand (`mirrorflow replicate`) has no successor and ends at its end.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from mirrorflow.config import FlowConfig
+
+HANDOVER_MAX_S = 300.0
+"""The longest a window waits past its end for the next one: Airflow's scheduling delay plus the
+next Spark application's start-up, with room to spare. A window shorter than this waits its own
+length at most."""
+STATUS_S = 5.0
+"""How often each task stores its figures (records, lag) for the log, the status page and metrics."""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSettings:
+    ends_ms: int
+    interval_s: float
+    handover_s: float
+    refresh_s: float | None
+    """How often the window plans again to pick up new topics and partitions (None: never)."""
+    max_records: int
+    """Most offsets of one partition in one batch: a batch stays short even when it catches up."""
+
+    @property
+    def status_every(self) -> int:
+        """Batches between two status records of a task (one every STATUS_S or so)."""
+        return max(1, math.ceil(STATUS_S / self.interval_s))
+
+    def over(self, now_ms: int | None = None) -> bool:
+        """Whether the window's time, its wait for the next window included, has run out."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now >= self.ends_ms + self.handover_s * 1000
+
+    def ended(self, now_ms: int | None = None) -> bool:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now >= self.ends_ms
+
+
+def window_settings(
+    flow: FlowConfig, *, started_ms: int, length_s: float | None = None, handover: bool = True
+) -> WindowSettings:
+    """The settings of a window of `flow` that started at `started_ms` (its plan's time);
+    `length_s` overrides mirrorflow.microbatch.window.seconds, `handover` False ends it at its
+    end (nothing takes over)."""
+    length = float(flow.microbatch_window_seconds if length_s is None else length_s)
+    refresh = flow.refresh_topics_interval
+    return WindowSettings(
+        ends_ms=started_ms + int(length * 1000),
+        interval_s=flow.microbatch_interval_ms / 1000,
+        handover_s=min(HANDOVER_MAX_S, length) if handover else 0.0,
+        refresh_s=None
+        if refresh is None
+        else max(refresh.total_seconds(), flow.microbatch_interval_ms / 1000),
+        max_records=flow.range_max_records,
+    )

@@ -1,0 +1,333 @@
+"""One task of a window: a CopyWorker kept for the whole window, copying its share of the slots
+batch after batch until the window is over, the next window has taken its slots, or it is told
+to stop.
+
+Every interval the task asks the source once for the last stable offset of all its partitions
+(one batched ListOffsets) and copies each partition's [progress + 1, that offset), bounded by
+mirrorflow.range.max.records, through the same worker (clients and slot writers stay open). A
+batch commits what it copies; stopping between batches leaves nothing half-done.
+
+Handover. Before it opens any writer the task stores a takeover of its slots (channel.py); its
+first batch then opens every slot it holds, which fences the previous window's writers of them.
+A task of the previous window that reads a newer takeover of a slot keeps copying it until its
+writer is fenced, or lets it go at once when it has nothing to copy; when all its slots are gone
+it ends. A task fenced on a slot that nobody newer announced (an older window's late retry, a
+transaction the broker timed out) takes the slot back with a new worker, at most MAX_RETAKES
+times. So the next window takes over slot by slot, one writer per partition at any moment, and a
+record waits at most a batch or two longer at a handover.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import OffsetSpec
+
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, list_offsets
+from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
+from mirrorflow.replicate.plan import Plan, writer_slot
+from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
+from mirrorflow.replicate.window.channel import (
+    REFRESH,
+    TAKEOVER,
+    RunsTail,
+    StatusWriter,
+    new_attempt,
+    write_takeover,
+)
+from mirrorflow.replicate.window.figures import TaskFigures
+from mirrorflow.replicate.window.partitions import PartitionState
+from mirrorflow.replicate.window.reach import TargetReach
+from mirrorflow.replicate.window.settings import WindowSettings
+from mirrorflow.replicate.window.share import Assignment
+
+MAX_RETAKES = 5
+log = logging.getLogger("mirrorflow.window")
+
+
+class WindowFailed(RuntimeError):
+    """The window cannot go on (a cluster lost, its slots taken again and again)."""
+
+
+@dataclass
+class TaskOutcome:
+    """What a task of a window hands back to its driver."""
+
+    index: int
+    attempt: str
+    results: list[UnitResult] = field(default_factory=list)
+    stopped: str = ""
+    error: str | None = None
+    handed_over: list[int] = field(default_factory=list)
+    retakes: int = 0
+    joined: int = 0
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+class WindowTask:
+    def __init__(
+        self,
+        job: CopyJob,
+        settings: WindowSettings,
+        assignment: Assignment,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
+        self.job, self.settings, self.assignment = job, settings, assignment
+        self.stop = stop or (lambda: False)
+        self.parts = {(s.topic, s.partition): PartitionState(s) for s in assignment.spans}
+        self.held = set(assignment.slots)
+        self.leaving: set[int] = set()
+        """Slots a newer window announced: let go once fenced or idle."""
+        self.outcome = TaskOutcome(assignment.index, new_attempt())
+        self.own_offset: int | None = None
+        self.figures = TaskFigures()
+        self.batches = 0
+        self.renew = False
+        """Whether the next batch needs a new worker (see _refresh)."""
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self) -> TaskOutcome:
+        job, settings, outcome = self.job, self.settings, self.outcome
+        reach = TargetReach(job)
+        tail = RunsTail(
+            reach.config(job.target_consumer),
+            self.assignment.flow,
+            (REFRESH, TAKEOVER),
+            start=self.assignment.plan_offset,
+        )
+        status = StatusWriter(reach.config(job.target_producer), self.assignment.flow, self.assignment.run_id)
+        worker: CopyWorker | None = None
+        try:
+            self._read(tail.catch_up(job.unreachable_timeout_s))
+            if settings.ended():
+                outcome.stopped = "the window's time was over before this task started"
+                return outcome
+            if self.held:
+                self.own_offset = write_takeover(
+                    job.target_producer,
+                    self.assignment.flow,
+                    self.assignment.run_id,
+                    plan_offset=self.assignment.plan_offset,
+                    attempt=outcome.attempt,
+                    slots=self.held,
+                    timeout_s=job.unreachable_timeout_s,
+                )
+            worker = CopyWorker(job)
+            # Its metadata requests name topics that may have been deleted (_batch): librdkafka lets
+            # an admin client (a producer to it) ask the broker to create them again by default.
+            admin = admin_client(
+                {**(job.source_admin or job.source_consumer), "allow.auto.create.topics": False}
+            )
+            first = True
+            while not outcome.stopped:
+                tick = time.monotonic()
+                outcome.stopped = self._stop_reason()
+                if outcome.stopped:
+                    break
+                worker = self._batch(worker, admin, tail, first=first)
+                first = False
+                self.batches += 1
+                if self.batches % settings.status_every == 0:
+                    status.send(self._status())
+                self._read(tail.poll())
+                reach.check(tail.probe)
+                self._sleep(tick + settings.interval_s - time.monotonic())
+        except (WindowFailed, ClusterUnreachable, RunRecordNotStored) as exc:
+            outcome.error = str(exc)
+            outcome.stopped = "failed"
+        finally:
+            if worker is not None:
+                worker.close()
+            status.send(self._status())
+            # The last figures are what the status page keeps of a window that ended: worth a wait
+            # unless the window failed (its target may be gone).
+            status.close(2.0 if outcome.error else job.unreachable_timeout_s)
+            tail.close()
+        return self._finish()
+
+    def _stop_reason(self) -> str:
+        if self.stop():
+            return "stopped"
+        if not self.held:
+            return "handed over"
+        if self.settings.over() or (self.settings.handover_s == 0 and self.settings.ended()):
+            return "window over"
+        return ""
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stop() and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.1))
+
+    # -- one batch ----------------------------------------------------------------------------------
+    def _batch(self, worker: CopyWorker, admin: Any, tail: RunsTail, *, first: bool) -> CopyWorker:
+        job, settings = self.job, self.settings
+        if self.renew:
+            worker.close()
+            worker, self.renew = CopyWorker(job), False
+        now = time.monotonic()
+        active = [st for st in self.parts.values() if self._slot(st.key) in self.held and st.ready(now)]
+        missing: set[tuple[str, int]] = set()
+        try:
+            ends = list_offsets(
+                admin,
+                [st.key for st in active],
+                OffsetSpec.latest(),
+                read_committed=True,
+                timeout_s=job.unreachable_timeout_s,
+                missing=missing,
+            )
+        except KafkaCallError as exc:
+            raise WindowFailed(f"the end offsets of cluster {job.source} could not be read: {exc}") from exc
+        for topic in sorted({t for t, _ in missing}):
+            # A partition added since the client last read the topic's metadata is unknown to it
+            # until it reads it again (every topic.metadata.refresh.interval.ms, 5 min): now.
+            with contextlib.suppress(KafkaException):
+                admin.list_topics(topic, timeout=job.unreachable_timeout_s)
+        listed_ms = int(time.time() * 1000)
+        spans, states = [], []
+        for st in active:
+            end = ends.get(st.key)
+            if end is None:
+                st.absent(settings.interval_s)
+                continue
+            st.listed(end, listed_ms)
+            span = st.next_span(end, settings.max_records, always=first)
+            if span is not None:
+                spans.append(span)
+                states.append(st)
+        results = worker.copy(spans) if spans else []
+        fenced = set(worker.fenced_slots)
+        samples: dict[str, int] = {}
+        for span, st, result in zip(spans, states, results, strict=True):
+            sample = st.fold(
+                span, result, fenced=self._slot(st.key) in fenced, interval_s=settings.interval_s
+            )
+            samples[span.topic] = max(samples.get(span.topic, 0), sample)
+        gone = next((r for r in results if r.unreachable), None)
+        if gone is not None:
+            raise WindowFailed(gone.error or f"cluster {gone.unreachable} is unreachable")
+        busy = {self._slot((s.topic, s.partition)) for s in spans if s.pending}
+        self._observe(samples, results)
+        return self._after_fences(worker, tail, fenced, busy)
+
+    def _observe(self, samples: dict[str, int], results: Iterable[UnitResult]) -> None:
+        now_ms = int(time.time() * 1000)
+        for st in self.parts.values():
+            if self._slot(st.key) in self.held:
+                topic = st.base.topic
+                samples[topic] = max(samples.get(topic, 0), st.lag_ms(now_ms))
+        self.figures.batch(samples, results, now_ms)
+
+    def _after_fences(
+        self, worker: CopyWorker, tail: RunsTail, fenced: set[int], busy: set[int]
+    ) -> CopyWorker:
+        """Let go of slots a newer window took or may take now; take back slots fenced by anyone else."""
+        fenced &= self.held
+        if fenced - self.leaving:
+            self._read(tail.catch_up(self.job.unreachable_timeout_s))
+        for slot in list(self.leaving):
+            if slot in fenced or slot not in busy:
+                self._release(slot)
+        taken = fenced & self.held
+        if not taken:
+            return worker
+        self.outcome.retakes += 1
+        if self.outcome.retakes > MAX_RETAKES:
+            raise WindowFailed(
+                f"writer slots {sorted(taken)} of {self.assignment.flow} were fenced {MAX_RETAKES + 1} times by "
+                "writers that are not a newer window of this flow: another copy of the flow is running "
+                "(`mirrorflow replicate` in batch mode, an older window retried by hand, MirrorMaker 2); stop it"
+            )
+        log.warning(
+            "writer slots %s were fenced by a writer that is not a newer window; taking them back",
+            sorted(taken),
+        )
+        worker.close()
+        return CopyWorker(self.job)
+
+    def _release(self, slot: int) -> None:
+        self.held.discard(slot)
+        self.leaving.discard(slot)
+        self.outcome.handed_over.append(slot)
+
+    # -- what the run-records topic says --------------------------------------------------------------
+    def _read(self, records: Iterable[RunRecord]) -> None:
+        for record in records:
+            if record.kind == TAKEOVER:
+                self._takeover(record)
+            elif record.kind == REFRESH and record.run_id == self.assignment.run_id:
+                self._refresh(Plan.from_json(record.body))
+
+    def _takeover(self, record: RunRecord) -> None:
+        body = json.loads(record.body)
+        mine = self.assignment.plan_offset
+        if body["attempt"] == self.outcome.attempt:
+            return
+        newer = body["plan_offset"] > mine or (
+            body["plan_offset"] == mine and self.own_offset is not None and record.offset > self.own_offset
+        )
+        if not newer:
+            return
+        taken = set(body["slots"]) & self.held
+        if self.own_offset is None:
+            for slot in taken:  # before this task opened anything: never touch them
+                self._release(slot)
+        else:
+            self.leaving |= taken
+
+    def _refresh(self, plan: Plan) -> None:
+        known = {topic for topic, _ in self.parts}
+        for span in plan.spans:
+            key = (span.topic, span.partition)
+            if self._slot(key) not in self.held:
+                continue
+            st = self.parts.get(key)
+            if st is None:
+                self.parts[key] = PartitionState(span)
+                self.outcome.joined += 1
+                # A partition added to a topic the worker copies already: its clients read the
+                # topic's metadata once and would not know the new partition for minutes.
+                self.renew |= span.topic in known
+            elif span.incarnation != st.base.incarnation and span.incarnation.split(",")[0]:
+                st.restart(span)
+
+    # -- the end --------------------------------------------------------------------------------------
+    def _status(self) -> dict[str, Any]:
+        return self.figures.status(
+            index=self.assignment.index,
+            tasks=self.assignment.tasks,
+            attempt=self.outcome.attempt,
+            batches=self.batches,
+            partitions=sum(self._slot(k) in self.held for k in self.parts),
+        )
+
+    def _finish(self) -> TaskOutcome:
+        outcome = self.outcome
+        outcome.results = [r for st in self.parts.values() if (r := st.final()) is not None]
+        outcome.figures = self._status()
+        log.info(
+            "window task %d of %s ended (%s) after %d batches",
+            outcome.index,
+            self.assignment.flow,
+            outcome.stopped,
+            self.batches,
+        )
+        return outcome
+
+    @staticmethod
+    def _slot(key: tuple[str, int]) -> int:
+        return writer_slot(*key)
+
+
+def run_task(
+    job: CopyJob, settings: WindowSettings, assignment: Assignment, stop: Callable[[], bool] | None = None
+) -> TaskOutcome:
+    return WindowTask(job, settings, assignment, stop).run()

@@ -1,0 +1,128 @@
+"""The micro-batch window: `spark-submit spark_apps/mirrorflow_window.py --config F --flow A->B
+--plan-offset N [--window SECONDS]`.
+
+One Spark application per window (one replicate DAG run of a micro-batch flow). The driver reads
+the plan the plan task stored, deals the writer slots over min(tasks.max, slots in use, the task
+slots Spark offers) long-running tasks, each holding a copy worker for the whole window
+(replicate/window), and logs a line every few seconds with the records copied and the lag. A
+task slot Spark does not offer would leave a task waiting for the whole window, so the tasks
+never outnumber spark.default.parallelism (in local[N] mode, N; on a cluster, its cores).
+
+The window ends at the plan's time plus mirrorflow.microbatch.window.seconds (a retry of the
+same DAG run ends at the same time) and then copies on until the next window has taken its
+slots over. Arguments and credentials are the copy job's (mirrorflow.spark.copy_job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from mirrorflow.replicate.copy import CopyJob
+from mirrorflow.replicate.runner import copy_job_for
+from mirrorflow.replicate.window.driver import WindowDriver
+from mirrorflow.replicate.window.settings import WindowSettings, window_settings
+from mirrorflow.replicate.window.share import Assignment, task_count
+from mirrorflow.replicate.window.task import TaskOutcome, run_task
+from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, read_plan, run_slices
+
+log = logging.getLogger("mirrorflow.spark.window")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="mirrorflow_window.py", description="Copy one micro-batch window.")
+    parser.add_argument("--config", required=True, help="the mirrorflow / MM2 properties file")
+    parser.add_argument("--flow", required=True, help="SOURCE->TARGET")
+    parser.add_argument(
+        "--plan-offset", required=True, type=int, help="offset of the plan in the run-records topic"
+    )
+    parser.add_argument(
+        "--window", type=float, default=None, help="seconds (default: mirrorflow.microbatch.window.seconds)"
+    )
+    return parser.parse_args(argv)
+
+
+def spark_task_slots() -> int:
+    """Tasks Spark runs at once: spark.default.parallelism as the SparkContext reports it."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate().sparkContext.defaultParallelism
+
+
+def _copy_window(job: CopyJob, settings: WindowSettings, assigned: list[Assignment]) -> Iterator[TaskOutcome]:
+    for assignment in assigned:
+        yield run_task(job, settings, assignment)
+
+
+def main(argv: list[str] | None = None) -> int:
+    configure_logging()
+    args = parse_args(argv)
+    flow, clients = flow_and_clients(args)
+    plan = read_plan(flow, clients, args.plan_offset)
+    run_id = plan.run_id
+    settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
+    slots = spark_task_slots()
+    tasks = task_count(plan, slots)
+    job = copy_job_for(flow, clients, plan, workers=tasks)
+    if tasks < task_count(plan):
+        log.warning(
+            "Spark offers %d task slots, fewer than the %d tasks this window would run (tasks.max = %d): "
+            "running %d; give Spark more cores (docs/concepts/micro-batch.md)",
+            slots,
+            task_count(plan),
+            plan.tasks_max,
+            tasks,
+        )
+    log.info(
+        "window %s of %s: %d partitions over %d tasks, a batch every %gs until %s (then until the next "
+        "window takes over, %gs at most)",
+        run_id,
+        flow.name,
+        len(plan.spans),
+        tasks,
+        settings.interval_s,
+        _clock(settings.ends_ms),
+        settings.handover_s,
+    )
+    driver = WindowDriver(
+        flow, clients, plan, args.plan_offset, settings, log_line=lambda line: log.info("%s", line)
+    )
+
+    def launch(assigned: list[Assignment]) -> list[TaskOutcome]:
+        return run_slices(
+            f"mirrorflow window {flow.name} {run_id}",
+            [[a] for a in assigned],
+            lambda share: _copy_window(job, settings, share),
+        )
+
+    result = driver.run(launch, tasks)
+    totals = result.report.totals()
+    window = result.report.window
+    log.info(
+        "window %s of %s: %s records, %s bytes, %s batches; lag p50 %s s, p99 %s s, max %s s; tasks ended: %s",
+        run_id,
+        flow.name,
+        f"{totals['records']:,}",
+        f"{totals['bytes']:,}",
+        f"{window.get('batches', 0):,}",
+        window.get("lag_s", {}).get("p50"),
+        window.get("lag_s", {}).get("p99"),
+        window.get("lag_s", {}).get("max"),
+        window.get("stopped"),
+    )
+    if result.error:
+        log.error("%s", result.error)
+    if not result.report.ok:
+        log.error("%s", result.report.failure_message())
+    return 0 if result.ok else 1
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S UTC")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""A micro-batch window as its replicate DAG runs it (`airflow dags test`): plan, then one Spark
+application on the suite's standalone cluster whose long-running tasks copy a batch every
+interval, then the window's report. A next window (the CLI's, with local workers) takes the
+slots over while records keep coming, so the Spark window ends by handing over instead of
+waiting for a successor that `dags test` never schedules; the target ends exact."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+
+from ..integration.kafkatools import create_topics, read_topic
+from ..integration.mirror_setup import mm2_text
+from ..integration.window_tools import SteadyProducer, assert_copied_exactly
+from ..reliability.test_kill_nine import MIRRORFLOW
+
+SEED = 4_077
+PARTITIONS = 4
+FLOW = (
+    "A->B.topics = steady\ntasks.max = 2\nemit.heartbeats.enabled = false\n"
+    "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 250\n"
+    "mirrorflow.microbatch.window.seconds = 90\n"
+)
+# The window's length counts from its plan, and Spark's start-up on a loaded machine took more than
+# 20 s: a window that short was over before its tasks began. The test does not wait for the end
+# (the CLI window takes over after a few seconds of copying), so a longer window costs nothing.
+STATUS_LINE = re.compile(r"window A->B: ([\d,]+) records \([\d,]+/s\), lag now [\d.]+s, p50 \S+, p99 \S+")
+
+
+def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
+    airflow_home, kafka_clusters, spark_standalone, tmp_path
+) -> None:
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("steady", PARTITIONS))
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_text([a, b], ["A->B"], FLOW))
+    spark = spark_standalone
+    before = {app["id"] for app in spark.status()["completedapps"]}
+    env = {"MIRRORFLOW_CONFIG": str(config), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection()}
+    producer = SteadyProducer(a.bootstrap, "steady", PARTITIONS, rate=300, seed=SEED)
+    producer.start()
+    outcome: list = []
+    dag = threading.Thread(
+        target=lambda: outcome.append(airflow_home.dags_test("mirrorflow__A__B__replicate", env=env))
+    )
+    dag.start()
+    try:
+        deadline = time.monotonic() + 240
+        while not sum(map(len, read_topic(b.bootstrap, "A.steady", PARTITIONS).values())):
+            assert dag.is_alive() and time.monotonic() < deadline, "the Spark window did not copy: " + (
+                outcome[0].log[-4000:] if outcome else "the DAG run is still going"
+            )
+            time.sleep(1)
+        time.sleep(6)  # a few status lines' worth of batches on Spark
+        following = subprocess.Popen(
+            [MIRRORFLOW, "replicate", str(config), "--flow", "A->B", "--window", "6"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        time.sleep(3)
+    finally:
+        sent = producer.stop()
+    text, _ = following.communicate(timeout=120)
+    dag.join(300)
+    (result,) = outcome
+
+    assert following.returncode == 0, text[-3000:]
+    assert result.succeeded, result.log[-4000:]
+    assert f"--master {spark.master_url}" in result.log
+    apps = [app for app in spark.status()["completedapps"] if app["id"] not in before]
+    assert len(apps) == 1 and apps[0]["name"].startswith("mirrorflow-window"), apps
+    assert list(spark.work_dir.glob(f"{apps[0]['id']}/*/stderr")), "no executor ran the window's tasks"
+    # The copy task logs a line every few seconds (records, lag), not one per batch.
+    counts = [int(n.replace(",", "")) for n in STATUS_LINE.findall(result.log)]
+    assert counts and counts == sorted(counts), result.log[-4000:]
+    batches = int(re.search(r"([\d,]+) batches; lag p50", result.log).group(1).replace(",", ""))
+    assert len(counts) * 4 < batches, (len(counts), batches)
+    assert re.search(r"tasks ended: \{'handed over': 2\}", result.log), result.log[-4000:]
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, "steady", "A.steady", PARTITIONS) == sent

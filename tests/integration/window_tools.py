@@ -1,0 +1,120 @@
+"""Test-side helpers for micro-batch windows: a seeded producer that keeps writing while windows
+run, one window run in-process with local workers (as `mirrorflow replicate` runs it), and the
+check that a remote topic holds its source's records exactly once, in order."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import MirrorConfig
+from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
+from mirrorflow.replicate.window.local import LocalTasks
+from mirrorflow.replicate.window.settings import window_settings
+from mirrorflow.replicate.window.share import task_count
+
+from .kafkatools import read_topic
+
+
+class SteadyProducer(threading.Thread):
+    """Writes `rate` records a second round-robin over a topic's partitions until stopped; keys
+    count up, value sizes come from a seeded RNG. `stop()` flushes and says how many it wrote."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, rate: float, seed: int) -> None:
+        super().__init__(name=f"steady-producer-{topic}", daemon=True)
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.random = random.Random(seed)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        self.sent = 0
+        self.failed: list[object] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self._halt.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            while self.sent < due:
+                self.producer.produce(
+                    self.topic,
+                    key=b"%d" % self.sent,
+                    value=self.random.randbytes(self.random.randint(10, 400)),
+                    partition=self.sent % self.partitions,
+                    on_delivery=lambda err, _m: err is not None and self.failed.append(err),
+                )
+                self.sent += 1
+            self.producer.poll(0)
+            time.sleep(0.005)
+
+    def stop(self) -> int:
+        self._halt.set()
+        self.join(10)
+        assert self.producer.flush(30) == 0 and not self.failed, self.failed[:3]
+        return self.sent
+
+
+class WindowRun(threading.Thread):
+    """One window of source->target with local worker processes, as `mirrorflow replicate` runs
+    it, in a thread of the test (`handover`: it waits for a next window to take over, as a DAG
+    run's window does, for `handover_s` at most, by default its length: a loaded machine may
+    need longer to start the next one). `stop()` ends it after the batch in flight, as Ctrl-C
+    does."""
+
+    def __init__(
+        self,
+        config: MirrorConfig,
+        run_id: str,
+        *,
+        length_s: float,
+        handover: bool,
+        handover_s: float | None = None,
+        source: str = "A",
+        target: str = "B",
+    ) -> None:
+        super().__init__(name=f"window-{run_id}", daemon=True)
+        self.flow = config.flow(source, target)
+        self.clients = FlowClients.resolve(self.flow)
+        planned = service.plan_run(config, source, target, run_id=run_id)
+        plan = Plan.from_json(runs.read_run_record(self.clients.target_consumer, planned["plan_offset"])[3])
+        settings = window_settings(
+            self.flow, started_ms=plan.created_ms, length_s=length_s, handover=handover
+        )
+        if handover_s is not None:
+            settings = dataclasses.replace(settings, handover_s=handover_s)
+        self.tasks = LocalTasks(runner.copy_job_for(self.flow, self.clients, plan), settings)
+        self.driver = WindowDriver(
+            self.flow, self.clients, plan, planned["plan_offset"], settings, log_line=lambda _line: None
+        )
+        self.count = task_count(plan)
+        self.outcome: WindowResult | None = None
+
+    def run(self) -> None:
+        self.outcome = self.driver.run(self.tasks, self.count)
+
+    def stop(self) -> None:
+        self.tasks.stop()
+
+    def result(self, timeout_s: float = 120) -> WindowResult:
+        self.join(timeout_s)
+        assert self.outcome is not None, f"{self.name} did not end within {timeout_s:.0f}s"
+        return self.outcome
+
+
+def assert_copied_exactly(source: str, target: str, topic: str, remote: str, partitions: int) -> int:
+    """Every source record of `topic` in `remote`, once each and in order (as read_committed
+    readers see them); returns how many."""
+    wanted, found = read_topic(source, topic, partitions), read_topic(target, remote, partitions)
+    for partition in range(partitions):
+        expected = [r.content() for r in wanted[partition]]
+        copied = [r.content() for r in found[partition]]
+        same = next((i for i, (a, b) in enumerate(zip(copied, expected, strict=False)) if a != b), None)
+        assert copied == expected, (
+            f"{remote}-{partition}: {len(copied)} records for {len(expected)}, first difference at {same}"
+        )
+    return sum(len(records) for records in wanted.values())

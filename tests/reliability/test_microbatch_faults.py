@@ -1,0 +1,150 @@
+"""Faults in the middle of a micro-batch window, on the worker's shared clusters (Kafka's default
+session and transaction settings), in one chain of windows run as `mirrorflow replicate` runs
+them while a seeded producer keeps writing:
+
+1. a window's command killed (SIGKILL, its whole process group: the command and its workers) at
+   a seeded moment mid-window; the next window fences the dead writers, takes over, and leaves
+   the target equal to the source: nothing lost, nothing twice, offset-syncs exact, progress at
+   the source's end;
+2. the target cluster killed mid-window: the window fails within
+   mirrorflow.cluster.unreachable.timeout.ms with one error naming the cluster and no traceback,
+   and after the target is back (it waits out broker.session.timeout.ms, 9 s by default) the
+   next window resumes exactly. Two defects made this fail: a batch that met the dead target
+   while checking its topics' identities failed with "unexpected TimeoutError" and a traceback
+   (DescribeTopics' futures raise TimeoutError, not KafkaException), and a task holding no
+   partition (here the topic's partitions are all the other task's) went on until the window's
+   end, holding the window up.
+
+One chain instead of two tests: the window after the kill is the one whose target dies, so each
+fault costs one window start fewer. The kill takes the window's command and its task processes
+at once; an executor killed under Spark leaves Kafka the same state (writers gone mid-transaction)
+but is not run here.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka import IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from mirrorflow.replicate.plan import writer_slot
+
+from ..integration.kafkatools import create_topics
+from ..integration.mirror_setup import mm2_text
+from ..integration.window_tools import SteadyProducer
+from .test_kill_nine import MIRRORFLOW, assert_copied_once, kill_nine
+
+SEED = 7_331
+PARTITIONS = 4
+RATE = 1_000  # records a second while windows run
+UNREACHABLE_MS = 5_000
+
+
+def _flow(topic: str) -> str:
+    return (
+        f"A->B.topics = {topic}\ntasks.max = 2\nemit.heartbeats.enabled = false\n"
+        "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
+        f"mirrorflow.cluster.unreachable.timeout.ms = {UNREACHABLE_MS}\n"
+    )
+
+
+def _one_task_idle(prefix: str) -> str:
+    """A topic name whose partitions all go to the first of two tasks (slot % 2 == 0), so the
+    second holds none: a task with nothing to copy must notice the lost target too."""
+    return next(
+        name
+        for name in (f"{prefix}-{i}" for i in range(10_000))
+        if all(writer_slot(name, p) % 2 == 0 for p in range(PARTITIONS))
+    )
+
+
+def _remote_end(admin: AdminClient, remote: str) -> int:
+    """The remote topic's last stable offsets, summed: what windows committed so far (and their
+    transaction markers); 0 while it is not there."""
+    request = {TopicPartition(remote, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+    try:
+        answers = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5
+        ).values()
+        return sum(f.result(5).offset for f in answers)
+    except Exception:  # noqa: BLE001 - not created yet
+        return 0
+
+
+def _window(command: list[str], log: Path) -> subprocess.Popen:
+    with log.open("wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_copies(admin: AdminClient, remote: str, goal: int, run: subprocess.Popen, where: str) -> None:
+    deadline = time.monotonic() + 90
+    while _remote_end(admin, remote) < goal:
+        assert run.poll() is None, f"{where}: the window ended (code {run.returncode}) before copying {goal}"
+        assert time.monotonic() < deadline, f"{where}: the window did not copy {goal} records within 90s"
+        time.sleep(0.1)
+
+
+def _next_window(command: list[str], log: Path, producer: SteadyProducer, where: str) -> None:
+    """A short window that takes over while the producer still writes; the producer stops well
+    before the window's end, so the window's last batches copy everything."""
+    run = _window([*command, "--window", "6"], log)
+    time.sleep(2)
+    producer.stop()
+    assert run.wait(120) == 0, f"{where}: the next window failed:\n{log.read_text()[-3000:]}"
+
+
+def test_a_window_killed_then_one_that_lost_its_target_are_followed_by_exact_windows(
+    shared_clusters, unique, tmp_path
+) -> None:
+    a, b = shared_clusters[:2]
+    assert b.kafka is not None, "the target is killed: it needs a cluster this test can restart"
+    topic = _one_task_idle(unique("mb-faults"))
+    remote = f"A.{topic}"
+    create_topics(a.bootstrap, (topic, PARTITIONS))
+    config = tmp_path / "mm2.properties"
+    config.write_text(mm2_text([a, b], ["A->B"], _flow(topic)))
+    command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
+    rng = random.Random(SEED)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+
+    # 1. kill -9 mid-window, then the next window.
+    where = f"seed {SEED}, kill -9"
+    producer = SteadyProducer(a.bootstrap, topic, PARTITIONS, rate=RATE, seed=rng.randrange(1 << 30))
+    producer.start()
+    killed = _window([*command, "--window", "300"], tmp_path / "killed.log")
+    goal = rng.randrange(500, 3_000)
+    _wait_for_copies(admin, remote, goal, killed, where)
+    assert kill_nine(killed, where) > 1, f"{where}: the window had no worker processes to kill"
+    _next_window(command, tmp_path / "after-kill.log", producer, where)
+    assert_copied_once(a, b, topic, PARTITIONS, f"{where} (kill after {goal} records): ")
+
+    # 2. the target killed mid-window: one clear error within the limit, then the next window.
+    where = f"seed {SEED}, target killed"
+    producer = SteadyProducer(a.bootstrap, topic, PARTITIONS, rate=RATE, seed=rng.randrange(1 << 30))
+    producer.start()
+    log = tmp_path / "target-lost.log"
+    lost = _window([*command, "--window", "300"], log)
+    try:
+        _wait_for_copies(admin, remote, _remote_end(admin, remote) + rng.randrange(500, 3_000), lost, where)
+        b.kafka.kill()
+        died = time.monotonic()
+        lost.wait(120)
+        took = time.monotonic() - died
+    finally:
+        if lost.poll() is None:
+            kill_nine(lost, where)
+    text = log.read_text(errors="replace")
+    b.kafka.start()
+
+    assert lost.returncode == 1, f"{where}:\n{text[-3000:]}"
+    # Every task stops at the first batch that meets the limit; the report gets a short last
+    # chance to be stored, and the command ends.
+    assert took < UNREACHABLE_MS / 1000 + 20, f"{where}: the window took {took:.0f}s to fail"
+    assert "Traceback" not in text and "unexpected" not in text, f"{where}:\n{text[-3000:]}"
+    assert text.count(f"cluster B ({b.bootstrap}) has been unreachable") == 1, f"{where}:\n{text[-3000:]}"
+    _next_window(command, tmp_path / "after-loss.log", producer, where)
+    assert_copied_once(a, b, topic, PARTITIONS, f"{where}: ")

@@ -1,0 +1,127 @@
+"""Lag in seconds of a micro-batch flow on the status page and in the metrics, rendered from the
+status records its window's tasks really write (TaskFigures fed with batches and UnitResults,
+stored as JSON, merged as the status reads them): per flow and per topic, now and p50 / p99 over
+the last minutes, beside the lag in records; and the task log's line of figures."""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+
+from mirrorflow import metrics
+from mirrorflow.airflow.status_page import PageView, render_content
+from mirrorflow.config import load_config
+from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.window_status import window_overview
+from mirrorflow.replicate.copy import UnitResult
+from mirrorflow.replicate.window.figures import TaskFigures, lag_line, merge_status
+
+
+def _stored(figures: TaskFigures, index: int, batches: int) -> dict:
+    """A task's status record as the run-records topic holds it."""
+    body = figures.status(index=index, tasks=2, attempt=f"attempt-{index}", batches=batches, partitions=2)
+    return json.loads(json.dumps(body, separators=(",", ":")))
+
+
+def _window() -> dict:
+    """Two tasks of one window: the first copies `orders`, whose records mostly wait 200 ms and
+    twice 1.5 s; the second copies `payments`, 50 ms each batch."""
+    now_ms = int(time.time() * 1000)
+    orders, payments = TaskFigures(), TaskFigures()
+    for batch in range(100):
+        waited = 1_500 if batch in (40, 80) else 200
+        result = UnitResult("orders", 0, "A.orders", 0, 10, records=10, bytes=10_240, waited_ms=waited)
+        orders.batch({"orders": waited}, [result], now_ms)
+        paid = UnitResult("payments", 1, "A.payments", 0, 3, records=3, bytes=3_072, waited_ms=50)
+        payments.batch({"payments": 50}, [paid], now_ms)
+    return window_overview(
+        "scheduled__w1", merge_status([_stored(orders, 0, 100), _stored(payments, 1, 100)])
+    )
+
+
+def _status(window: dict) -> MirrorStatus:
+    flow = FlowStatus(
+        "A->B", "A", "B", lag={"orders": 120, "payments": 0}, window=window, as_of_ms=window["at_ms"]
+    )
+    return MirrorStatus(window["at_ms"], [], [flow])
+
+
+def test_a_windows_records_give_the_flows_and_each_topics_lag_in_seconds() -> None:
+    window = _window()
+
+    assert window["records"] == 100 * 10 + 100 * 3
+    assert window["tasks"] == 2
+    # The flow lags as its worst topic: p50 is orders' 200 ms (buckets are 10 % wide), p99 and
+    # max its two 1.5 s batches, not an average with the other task's 50 ms.
+    assert 0.2 <= window["lag_recent_s"]["p50"] <= 0.22
+    assert window["lag_recent_s"]["p99"] == window["lag_recent_s"]["max"] == 1.5
+    assert 0.05 <= window["topics"]["payments"]["p99"] <= 0.055
+    assert window["topics"]["orders"]["max"] == 1.5
+    assert list(window["topics"]) == ["orders", "payments"], "the most lagging topic first"
+
+
+def test_the_metrics_show_lag_in_seconds_per_flow_and_topic_beside_records() -> None:
+    window = _window()
+    text = metrics.render(_status(window), now_ms=window["at_ms"] + 1_000).decode()
+    lines = set(text.splitlines())
+
+    assert 'mirrorflow_flow_lag_seconds{flow="A->B",stat="p99"} 1.5' in lines
+    assert 'mirrorflow_flow_lag_seconds{flow="A->B",stat="max"} 1.5' in lines
+    assert any(line.startswith('mirrorflow_flow_lag_seconds{flow="A->B",stat="p50"} 0.2') for line in lines)
+    assert 'mirrorflow_topic_lag_seconds{flow="A->B",stat="max",topic="orders"} 1.5' in lines
+    assert any(
+        line.startswith('mirrorflow_topic_lag_seconds{flow="A->B",stat="p99",topic="payments"} 0.05')
+        for line in lines
+    )
+    assert 'mirrorflow_flow_window_records{flow="A->B"} 1300.0' in lines
+    assert 'mirrorflow_flow_progress_lag_records{flow="A->B",topic="orders"} 120.0' in lines
+    batch_flow = FlowStatus("B->A", "B", "A", lag={"orders": 4})
+    assert (
+        "B->A"
+        not in metrics.render(MirrorStatus(window["at_ms"], [], [batch_flow]))
+        .decode()
+        .split("mirrorflow_flow_lag_seconds", 1)[-1]
+    ), "a batch flow has no lag in seconds"
+
+
+def test_the_status_page_shows_lag_in_seconds_under_the_records_of_the_flow_and_its_topics() -> None:
+    window = _window()
+    config = load_config(
+        "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
+        "A->B.mirrorflow.replicate.mode = micro-batch\n"
+    )
+    view = PageView(
+        status=_status(window),
+        snapshot={"refresh_interval_s": 15.0, "refresh_error": None},
+        banners=[],
+        now_ms=window["at_ms"],
+        config=config,
+    )
+    page = render_content(view)
+    ET.fromstring(f"<div>{page.replace('&nbsp;', ' ')}</div>")  # well-formed
+
+    p99 = f"p99 {1.5:.2f} s (last 5 min)"
+    flows = page.split("<h2", 2)[1]
+    assert "120" in flows and p99 in flows
+    topics = page[page.index("Topics, the worst first") :]
+    orders = topics[topics.index(">orders<") :].split("</tr>", 1)[0]
+    assert p99 in orders
+    payments = topics[topics.index(">payments<") :].split("</tr>", 1)[0]
+    assert "p99 0.05 s" in payments
+
+
+def test_the_task_log_line_says_records_rate_and_lag() -> None:
+    window = _window()
+    merged = {
+        "records": window["records"],
+        "lag_now_s": window["lag_now_s"],
+        "lag_recent_s": window["lag_recent_s"],
+        "partitions": 4,
+        "tasks": 2,
+        "batches": 200,
+    }
+    line = lag_line("A->B", merged, previous_records=300, seconds=5.0)
+    # Lag now is the last batch's (orders' 200 ms); p50 its bucket's bound.
+    assert line.startswith("window A->B: 1,300 records (200/s), lag now 0.20s, p50 0.21s")
+    assert "p99 1.50s (last minutes); 4 partitions, 2 task(s), 200 batches" in line
