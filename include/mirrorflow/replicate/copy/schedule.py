@@ -78,6 +78,12 @@ class _SlotCopy:
 
     def run(self) -> None:
         try:
+            # Source-side offset-syncs go out after each commit through one idempotent producer,
+            # which sends nothing until it has a connection and a producer id. Made when the first
+            # commit needs it, it was not ready for runs of a few seconds, and a kill in that time
+            # lost every sync the run had committed data for (partitions left without any).
+            with contextlib.suppress(Exception):
+                self.shared.sync_producer(self.watches[0])
             self._check_live()
             while True:
                 pending = [c for c in self.copies if not c.done]
