@@ -200,11 +200,12 @@ class FlowConfig:
         label = f"{self.source}->{self.target}" + (f"|{role}" if role else "")
         user_id = config.get("client.id")
         config["client.id"] = f"{user_id}|{label}" if user_id else label
-        if kind == "producer":
-            # Every topic mirrorflow writes is created first with its own settings. A producer
-            # allowed to auto-create (librdkafka's default) recreates a deleted topic with the
-            # broker's defaults the moment it asks for its metadata: a zombie writer of a deleted
-            # progress topic would bring it back with one partition and cleanup.policy=delete.
+        if kind in ("producer", "admin"):
+            # Every topic mirrorflow writes is created first with its own settings. A producer or
+            # an admin client (a producer handle in librdkafka) may auto-create by librdkafka's
+            # default, and recreates a deleted topic with the broker's defaults the moment it asks
+            # for its metadata: a zombie writer of a deleted progress topic would bring it back
+            # with one partition and cleanup.policy=delete. (Consumers default to false.)
             config["allow.auto.create.topics"] = "false"
         return config, problems
 

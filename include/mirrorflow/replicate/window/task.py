@@ -120,11 +120,9 @@ class WindowTask:
                     timeout_s=job.unreachable_timeout_s,
                 )
             worker = CopyWorker(job)
-            # Its metadata requests name topics that may have been deleted (_batch): librdkafka lets
-            # an admin client (a producer to it) ask the broker to create them again by default.
-            admin = admin_client(
-                {**(job.source_admin or job.source_consumer), "allow.auto.create.topics": False}
-            )
+            # Its metadata requests name topics that may have been deleted (_batch); the flow's
+            # admin config never lets them be created again (FlowConfig.file_client_config).
+            admin = admin_client(job.source_admin or job.source_consumer)
             first = True
             while not outcome.stopped:
                 tick = time.monotonic()
