@@ -22,12 +22,14 @@ from localkafka.jmx import tools_jar
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey, encode_offset_value
 from mirrorflow.replicate import copy
 from mirrorflow.replicate.copy import copy_unit, transactional_id
+from mirrorflow.replicate.copy.ids import slot_transactional_id
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 
 from ..conftest import Cluster
 from ..integration.kafkatools import create_topics, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
+from ..integration.test_replicate_scenarios import mirror_config, run_once
 from ..integration.wire import forge_hanging_transaction
 
 pytestmark = pytest.mark.local_kafka
@@ -141,3 +143,37 @@ def test_a_transaction_no_id_of_the_flow_can_end_stops_the_partition_with_kafkas
 
     assert again.ok, again.error
     assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
+
+
+def test_a_hanging_transaction_in_a_progress_partition_is_ended_by_the_next_plan(pair) -> None:
+    """After a target crash the plan's read of progress met a transaction its broker had lost the
+    abort marker of; it waited 120 s and failed, run after run, before any copy could end it (the
+    suite's single-node target-crash run). The plan now ends it with the id that opened it (the
+    slot of the partition its first record is the progress of) and plans from the true progress:
+    the dead record, which would move orders-0 back to offset 7, stays invisible, and the next
+    run copies exactly the new records."""
+    src, dst = pair
+    config = mirror_config(
+        [src, dst], ["A->B"], {"topics": "orders", "B.producer.transaction.timeout.ms": "10000"}
+    )
+    assert run_once(config, "A", "B").records == TOTAL
+    home = SourceOffsetKey("A", "orders", 0).offsets_partition(25)
+    forge_hanging_transaction(
+        dst.bootstrap,
+        slot_transactional_id("A", "B", writer_slot("orders", 0)),
+        PROGRESS,
+        home,
+        [(SourceOffsetKey("A", "orders", 0).key_bytes(), encode_offset_value(7))],
+        now_ms(),
+    )
+    produce(
+        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, 2 * TOTAL)]
+    )
+
+    again = run_once(config, "A", "B")
+
+    assert again.spans() == {("orders", 0): (TOTAL, 2 * TOTAL)}
+    assert again.records == TOTAL
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(2 * TOTAL)]
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert progress == {("orders", 0): 2 * TOTAL - 1}, "the dead progress record stayed invisible"

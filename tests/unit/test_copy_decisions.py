@@ -8,8 +8,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.replicate.copy import CopyJob, SharedClients, StalePlan
 from mirrorflow.replicate.copy.calls import is_fencing
+from mirrorflow.replicate.copy.job import SETTLE_MARGIN_S
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
-from mirrorflow.replicate.copy.writer import SETTLE_MARGIN_S
 from mirrorflow.replicate.plan import PartitionSpan
 from mirrorflow.replicate.progress import Stored, incarnation
 

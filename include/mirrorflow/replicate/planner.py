@@ -15,11 +15,19 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import admin_client, list_offsets, topic_ids
+from mirrorflow.kafka import ClusterWatch, admin_client, list_offsets, reader, topic_ids
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
-from mirrorflow.replicate.plan import PartitionSpan, Plan
-from mirrorflow.replicate.progress import Stored, incarnation, read_progress_entries, split_incarnation
+from mirrorflow.replicate.copy.job import settle_timeout_s
+from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress
+from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.progress import (
+    ProgressBlocked,
+    Stored,
+    incarnation,
+    read_progress_entries,
+    split_incarnation,
+)
 from mirrorflow.replicate.topics import COMPACTED, RemoteTopics, ensure_topic, sync_remote_topics
 
 _LATEST_RESETS = {"latest", "largest", "end"}
@@ -77,6 +85,39 @@ def prepare_internal_topics(flow: FlowConfig, clients: FlowClients) -> list[str]
     return created
 
 
+def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[str, int], Stored]:
+    """All of the flow's progress, every transaction open in it decided. One still open after
+    the flow's transaction.timeout.ms is hanging (a broker dropped its abort marker, as after a
+    target crash): it would hold this read, and every later one, for good, so it is ended with
+    the id of the writer that opened it (copy/progress_sweep.py) and progress read again; one no
+    id of the flow can end stops the plan with Kafka's command for it."""
+    limit = settle_timeout_s(clients.target_producer)
+    topic = flow.offset_storage_topic
+    try:
+        return read_progress_entries(clients.target_consumer, topic, flow.source, timeout_s=limit)
+    except ProgressBlocked as exc:
+        stuck = exc.stuck
+    bootstrap = str(clients.target_producer.get("bootstrap.servers", ""))
+    watch = ClusterWatch(flow.target, bootstrap, flow.cluster_unreachable_timeout_ms / 1000)
+    ends = (reader(clients.target_consumer), reader(clients.target_consumer, isolation="read_uncommitted"))
+    try:
+        end_hanging_progress(
+            source=flow.source,
+            target=flow.target,
+            target_producer=clients.target_producer,
+            target_consumer=clients.target_consumer,
+            progress_topic=topic,
+            stuck=stuck,
+            ends=ends,
+            watch=watch,
+            slot_of=lambda where: writer_slot(*where),
+        )
+    finally:
+        for consumer in ends:
+            consumer.close()
+    return read_progress_entries(clients.target_consumer, topic, flow.source, timeout_s=limit)
+
+
 def make_plan(
     flow: FlowConfig,
     clients: FlowClients,
@@ -90,7 +131,7 @@ def make_plan(
     target_admin = admin_client(clients.target_admin)
     topics = sync_remote_topics(flow, source_admin, target_admin)
     internal = prepare_internal_topics(flow, clients)
-    progress = read_progress_entries(clients.target_consumer, flow.offset_storage_topic, flow.source)
+    progress = read_settled_progress(flow, clients)
 
     ready = topics.ready()
     source_ids = topic_ids(source_admin, ready)

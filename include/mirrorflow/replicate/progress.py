@@ -331,11 +331,15 @@ class ProgressReader:
         try:
             while targets:
                 if time.monotonic() > deadline:
+                    stuck = {p: self._next[p] for p in targets}
                     raise ProgressBlocked(
-                        f"progress topic {topic} partitions {sorted(targets)} stayed behind an open transaction "
-                        f"for {self.timeout_s:.0f}s; a writer may be stuck (it is aborted after its "
-                        "transaction.timeout.ms)",
-                        {p: self._next[p] for p in targets},
+                        f"progress topic {topic}: a transaction stayed open for {self.timeout_s:.0f}s in "
+                        + ", ".join(f"partition {p} from offset {o}" for p, o in sorted(stuck.items()))
+                        + ", longer than any live writer of the flow keeps one open (the broker aborts it "
+                        "after transaction.timeout.ms): it is hanging, left by a broker that lost its abort "
+                        "marker. The flow's next replicate run ends it; or end it with kafka-transactions.sh "
+                        f"abort --topic {topic} --partition N --start-offset OFFSET",
+                        stuck,
                     )
                 # poll() returns with the first record; consume() would wait out its timeout
                 # unless it filled the whole batch.

@@ -30,7 +30,7 @@ from mirrorflow.replicate.copy.calls import (
     source_consumer_config,
     watches,
 )
-from mirrorflow.replicate.copy.job import CopyJob, UnitResult
+from mirrorflow.replicate.copy.job import CopyJob, UnitResult, settle_timeout_s
 from mirrorflow.replicate.progress import ProgressReader
 
 CONSUME_BATCH = 2000
@@ -107,7 +107,9 @@ class SharedClients:
         self.keep_writers = keep_writers
         """Slot writers stay open after a slot's copy (a worker copying range after range), or
         go with it (a batch worker: at most about SLOT_THREADS producers open at once)."""
-        self.progress = ProgressReader(job.target_consumer, job.progress_topic, job.source)
+        self.progress = ProgressReader(
+            job.target_consumer, job.progress_topic, job.source, timeout_s=settle_timeout_s(job.target_producer)
+        )
         self.progress_partitions: int | None = None
         self._writer_class = SlotWriter
         self._writers: dict[int, SlotWriter] = {}

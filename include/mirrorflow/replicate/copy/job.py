@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.replicate.plan import PartitionSpan
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
+
+SETTLE_MARGIN_S = 20.0
+"""Beyond transaction.timeout.ms: the broker's check for timed-out transactions runs every 10 s
+(transaction.abort.timed.out.transaction.cleanup.interval.ms), and its markers take a moment."""
+
+
+def settle_timeout_s(target_producer: Mapping[str, Any]) -> float:
+    """How long a settle waits for transactions open in progress partitions before it takes the
+    one left for hanging: the flow's transaction.timeout.ms (every writer of the flow writes
+    progress with the flow's target producer settings) and SETTLE_MARGIN_S."""
+    timeout_ms = float(target_producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+    return timeout_ms / 1000 + SETTLE_MARGIN_S
 
 
 @dataclass(frozen=True)

@@ -38,25 +38,20 @@ from mirrorflow.replicate.copy.calls import (
     ABORT_TIMEOUT_S,
     drop,
     init_transactions,
-    new_client_config,
     partition_count,
     producer_config,
-    topic_metadata,
 )
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import stats
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob, Fenced
+from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress, fenced_producer
 from mirrorflow.replicate.progress import ProgressBlocked, Stored
 
 if TYPE_CHECKING:
     from mirrorflow.replicate.copy.clients import SharedClients
 
 log = logging.getLogger("mirrorflow.replicate.copy")
-
-SETTLE_MARGIN_S = 20.0
-"""Beyond transaction.timeout.ms: the broker's check for timed-out transactions runs every 10 s
-(transaction.abort.timed.out.transaction.cleanup.interval.ms), and its markers take a moment."""
 
 Where = tuple[str, int]
 
@@ -78,9 +73,6 @@ class SlotWriter:
         self._checked: set[Where] = set()
         self._settled: set[Where] = set()
         self._older_fenced: set[str] = set()
-        shared.progress.timeout_s = max(
-            shared.progress.timeout_s, job.transaction_timeout_s + SETTLE_MARGIN_S
-        )
 
     # -- what the writer knows ------------------------------------------------------------------
     def stored(self, topic: str, partition: int) -> Stored | None:
@@ -188,24 +180,8 @@ class SlotWriter:
         the chunk in flight, and a writer that wakes from a pause never moves progress back. The
         data itself goes through an idempotent producer, outside transactions."""
         job = self.job
-        config = new_client_config(
-            {
-                **job.target_producer,
-                "enable.idempotence": True,
-                "acks": "all",
-                "transactional.id": transactional,
-            }
-        )
-        config["error_cb"] = self._on_error if keep else watch.on_error
-        producer = Producer(config)
-        try:
-            # Its first Metadata request brings up the connection, the second waits for a named broker.
-            topic_metadata(producer, job.progress_topic, watch)
-            init_transactions(producer, job.progress_topic, watch)
-        except BaseException:
-            drop(producer)
-            raise
-        return producer
+        error_cb = self._on_error if keep else None
+        return fenced_producer(job.target_producer, transactional, job.progress_topic, watch, error_cb)
 
     def _settle(self, keys: list[Where], watch: ClusterWatch) -> None:
         progress = self.shared.progress
@@ -216,44 +192,22 @@ class SlotWriter:
             progress.settle(keys)
 
     def _sweep_progress(self, stuck: dict[int, int], watch: ClusterWatch) -> None:
-        """End the hanging transactions that held a settle: each is swept with the id of the writer
-        its first record says wrote it (the slot's, or an older id of that partition)."""
+        """End the hanging transactions that held a settle (progress_sweep.py), with this writer's
+        own producer where the slot's id is the one that ends it."""
         job = self.job
-        ends = self.shared.end_readers()
-        left: dict[Where, int] = {}
-        for partition, offset in stuck.items():
-            where = (job.progress_topic, partition)
-            record = hanging.first_open_record(job.target_consumer, where, offset)
-            owner = None if record is None else hanging.progress_owner(record, job.source)
-            if owner is None:
-                left[where] = offset
-                continue
-            candidates = [slot_transactional_id(job.source, job.target, self._slot(owner))]
-            candidates += older_ids(job.source, job.target, owner[0], owner[1], 0)
-            for transactional in candidates:
-                own = self.producer if job.exactly_once else self.fence
-                producer = own if transactional == self.transactional_id else None
-                temporary = producer is None
-                if temporary:
-                    producer = self._fenced_producer(transactional, watch)
-                try:
-                    records = hanging.progress_sweep_records(job.source, self.slot, [where])
-                    hanging.sweep(producer, records, watch)
-                finally:
-                    if temporary:
-                        drop(producer)
-                if not hanging.await_closed(ends, {where: offset}):
-                    break
-            else:
-                left[where] = offset
-        if left:
-            raise hanging.unresolved(
-                left,
-                str(job.target_producer.get("bootstrap.servers", "")),
-                hanging.leaders(ends[0], left),
-                "no writer of this flow can end (its first record is not this flow's progress, or its "
-                "abort markers were lost again)",
-            )
+        own = self.producer if job.exactly_once else self.fence
+        end_hanging_progress(
+            source=job.source,
+            target=job.target,
+            target_producer=job.target_producer,
+            target_consumer=job.target_consumer,
+            progress_topic=job.progress_topic,
+            stuck=stuck,
+            ends=self.shared.end_readers(),
+            watch=watch,
+            slot_of=self._slot,
+            own=None if own is None else (self.transactional_id, own),
+        )
 
     @staticmethod
     def _slot(where: Where) -> int:

@@ -1,0 +1,117 @@
+"""Ending a hanging transaction in a progress partition, for whoever's settle it holds.
+
+A settle of progress (replicate/progress.py) waits for the transactions open in the progress
+partitions it reads. A live writer of the flow keeps none open past its transaction.timeout.ms
+(the broker aborts it then), so one still open after job.settle_timeout_s is hanging (see
+hanging.py): a broker dropped its abort marker. Every reader of progress would wait for it for
+good. The slot writer that meets one at its settle ends it here, and so does the plan step of a
+run, which reads all of the flow's progress before anything copies: the first record of the open
+transaction names the source partition whose progress it is, hence the writer slot (or the older
+per-partition id) that wrote it, and a transaction of that id that writes a sweep record and
+aborts ends it. What no id of the flow can end stops with Kafka's command (hanging.unresolved).
+
+Opening a producer with a slot's id fences that slot's live writer, if a run has one: the
+writer stops and the run that opened it reports the slot's partitions fenced, losing nothing
+(a later run copies on from progress), as with any writer that takes a slot over.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from mirrorflow.kafka import ClusterWatch
+from mirrorflow.replicate.copy import hanging
+from mirrorflow.replicate.copy.calls import drop, init_transactions, new_client_config, topic_metadata
+from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
+
+log = logging.getLogger("mirrorflow.replicate.copy")
+
+
+def fenced_producer(
+    target_producer: Mapping[str, Any],
+    transactional: str,
+    progress_topic: str,
+    watch: ClusterWatch,
+    error_cb: Callable[[KafkaError], None] | None = None,
+) -> Producer:
+    """A producer with the transactional.id `transactional`, initialised: every older producer
+    with that id is fenced (its open transaction aborted)."""
+    config = new_client_config(
+        {**target_producer, "enable.idempotence": True, "acks": "all", "transactional.id": transactional}
+    )
+    config["error_cb"] = error_cb or watch.on_error
+    producer = Producer(config)
+    try:
+        # Its first Metadata request brings up the connection, the second waits for a named broker.
+        topic_metadata(producer, progress_topic, watch)
+        init_transactions(producer, progress_topic, watch)
+    except BaseException:
+        drop(producer)
+        raise
+    return producer
+
+
+def end_hanging_progress(
+    *,
+    source: str,
+    target: str,
+    target_producer: Mapping[str, Any],
+    target_consumer: Mapping[str, Any],
+    progress_topic: str,
+    stuck: Mapping[int, int],
+    ends: tuple[Any, Any],
+    watch: ClusterWatch,
+    slot_of: Callable[[hanging.Where], int],
+    own: tuple[str, Producer] | None = None,
+) -> None:
+    """End the transaction open at `stuck` (progress partition -> first open offset) with the id
+    of the writer that opened it; raises hanging.HangingTransaction for those no id of the flow
+    ends. `own` is the caller's (transactional.id, producer), used instead of a new producer
+    with that id (which would fence the caller)."""
+    left: dict[hanging.Where, int] = {}
+    for partition, offset in stuck.items():
+        where = (progress_topic, partition)
+        record = hanging.first_open_record(target_consumer, where, offset)
+        owner = None if record is None else hanging.progress_owner(record, source)
+        if owner is None:
+            left[where] = offset
+            continue
+        slot = slot_of(owner)
+        candidates = [slot_transactional_id(source, target, slot)]
+        candidates += older_ids(source, target, owner[0], owner[1], 0)
+        for transactional in candidates:
+            mine = own is not None and own[0] == transactional
+            producer = (
+                own[1] if mine else fenced_producer(target_producer, transactional, progress_topic, watch)
+            )
+            try:
+                hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
+            finally:
+                if not mine:
+                    drop(producer)
+            if not hanging.await_closed(ends, {where: offset}):
+                log.warning(
+                    "%s-%d: ended the transaction hanging there from offset %d (progress of %s-%d, "
+                    "transactional.id %s)",
+                    progress_topic,
+                    partition,
+                    offset,
+                    owner[0],
+                    owner[1],
+                    transactional,
+                )
+                break
+        else:
+            left[where] = offset
+    if left:
+        raise hanging.unresolved(
+            left,
+            str(target_producer.get("bootstrap.servers", "")),
+            hanging.leaders(ends[0], left),
+            "no writer of this flow can end (its first record is not this flow's progress, or its "
+            "abort markers were lost again)",
+        )
