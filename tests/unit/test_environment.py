@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from localkafka.runtime import Line, classpath, kafka_version, mirrormaker_line, test_lines
+from localkafka.runtime import (
+    Line,
+    classpath,
+    kafka_version,
+    mirrormaker_line,
+    test_lines as lines_under_test,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,7 +72,9 @@ def test_kafka_jars_are_the_pinned_version() -> None:
     assert [n for n in names if n.startswith("kafka-clients-")] == [f"kafka-clients-{version}.jar"]
 
 
-@pytest.mark.parametrize("kafka_line", [mirrormaker_line(), *test_lines()], ids=lambda line: line.version)
+@pytest.mark.parametrize(
+    "kafka_line", [mirrormaker_line(), *lines_under_test()], ids=lambda line: line.version
+)
 def test_each_further_line_is_one_release(kafka_line: Line) -> None:
     """MM2's line and every test line hold the broker, MM2, the Connect runtime and the clients of
     one release, and one slf4j binding of the logging that release was built for."""
