@@ -13,6 +13,8 @@ from localkafka.runtime import (
     classpath,
     kafka_version,
     mirrormaker_line,
+)
+from localkafka.runtime import (
     test_lines as lines_under_test,
 )
 
