@@ -1,6 +1,7 @@
 """Who may write a slot's partitions (issue 21): a writer fenced once never takes its slot back,
-writers of older kinds are fenced where they can still write, a worker keeps its writers from
-range to range, and nothing after a commit fails the copy."""
+one opened again after a failed transaction starts from progress settled anew, writers of older
+kinds are fenced where they can still write, a worker keeps its writers from range to range, and
+nothing after a commit fails the copy."""
 
 from __future__ import annotations
 
@@ -149,6 +150,7 @@ def test_a_writer_reopened_after_a_failed_transaction_starts_each_partition_from
         failed.append([c.span.topic for c in copies])
         newer = copy_slice(job, [span(first, 0, TOTAL), span(second, 0, TOTAL)])
         assert [(r.ok, r.records) for r in newer] == [(True, TOTAL)] * 2
+        # The one thing made up: librdkafka's answer to a transactional call that timed out.
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit_transaction timed out"))
 
     monkeypatch.setattr(schedule, "transact", concurrent_run_then_timeout)
