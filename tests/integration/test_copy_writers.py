@@ -1,15 +1,23 @@
 """Who may write a slot's partitions (issue 21): a writer fenced once never takes its slot back,
-writers of older kinds are fenced where they can still write, a worker keeps its writers from
-range to range, and nothing after a commit fails the copy."""
+one opened again after a failed transaction starts from progress settled anew, writers of older
+kinds are fenced where they can still write, a worker keeps its writers from range to range, and
+nothing after a commit fails the copy."""
 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.replicate import copy
-from mirrorflow.replicate.copy import CopyWorker, copy_unit, partition_transactional_id, slot_transactional_id
+from mirrorflow.replicate.copy import (
+    CopyWorker,
+    copy_slice,
+    copy_unit,
+    partition_transactional_id,
+    schedule,
+    slot_transactional_id,
+)
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import progress_record, read_progress_entries
 
@@ -119,6 +127,39 @@ def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(p
         assert [r.value for r in read_all(dst.bootstrap, f"A.{topic}")] == [
             b"%s-%d" % (topic.encode(), i) for i in range(20)
         ]
+
+
+def test_a_writer_reopened_after_a_failed_transaction_starts_each_partition_from_settled_progress(
+    pair, monkeypatch
+) -> None:
+    """A transaction that fails for a passing reason (a commit timing out on a loaded machine) drops
+    the slot's producer, and the writer opens a new one, which fences and settles again. A
+    concurrent run may have taken the slot in between and copied the slot's other partitions; they
+    once went on from where this writer had placed them before the failure, and a partition the
+    other run had copied whole was copied a second time, with both runs reporting success."""
+    src, dst = pair
+    first, second = _same_slot_topics("reopened", 2)
+    fill(src, dst, [first, second])
+    job = make_job(src, dst, max_records=100)  # neither is small: each takes transactions of its own
+    real_transact = schedule.transact
+    failed: list[list[str]] = []
+
+    def concurrent_run_then_timeout(job_, copies, *rest):
+        if failed:
+            return real_transact(job_, copies, *rest)
+        failed.append([c.span.topic for c in copies])
+        newer = copy_slice(job, [span(first, 0, TOTAL), span(second, 0, TOTAL)])
+        assert [(r.ok, r.records) for r in newer] == [(True, TOTAL)] * 2
+        # The one thing made up: librdkafka's answer to a transactional call that timed out.
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit_transaction timed out"))
+
+    monkeypatch.setattr(schedule, "transact", concurrent_run_then_timeout)
+    results = copy_slice(job, [span(first, 0, TOTAL), span(second, 0, TOTAL)])
+
+    assert failed == [[first]]
+    assert [(r.ok, r.records, r.progress) for r in results] == [(True, 0, TOTAL - 1)] * 2
+    for topic in (first, second):
+        assert_exact(src, dst, topic)
 
 
 def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced_before_it_commits(

@@ -4,11 +4,17 @@ plain words and exits 1; nothing is copied twice; the next run finishes the rest
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey
+from mirrorflow.policy.provenance import PROVENANCE_HEADER, decode
+from mirrorflow.replicate.runs import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce_keyed, read_all, read_topic
 from ..integration.mirror_setup import mm2_text
@@ -17,9 +23,9 @@ MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
 RECORDS, PARTITIONS = 120_000, 4
 
 
-def run_together(commands: list[list[str]]) -> None:
+def run_together(commands: list[list[str]]) -> list[str]:
     """Start the runs at once and check each one either finished or lost its partitions to the
-    other with the plain "fenced" message (exit 1), never with a crash."""
+    other with the plain "fenced" message (exit 1), never with a crash; returns their outputs."""
     runs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for c in commands]
     try:
         outputs = [run.communicate(timeout=240)[0].decode(errors="replace") for run in runs]
@@ -34,6 +40,52 @@ def run_together(commands: list[list[str]]) -> None:
             failed = [line for line in text.splitlines() if line.strip().startswith("orders-")]
             assert failed, text[-3000:]
             assert all("fenced: another writer took over" in line for line in failed), failed
+    return outputs
+
+
+def _landed(records) -> str:
+    """Target offsets and the source offsets their provenance names, as runs ("t0-t1<-s0-s1")."""
+    runs: list[list[int]] = []
+    for record in records:
+        source = decode(dict(record.headers)[PROVENANCE_HEADER]).source_offset
+        if runs and record.offset == runs[-1][1] + 1 and source == runs[-1][3] + 1:
+            runs[-1][1], runs[-1][3] = record.offset, source
+        else:
+            runs.append([record.offset, record.offset, source, source])
+    return " ".join(f"{t0}-{t1}<-{s0}-{s1}" for t0, t1, s0, s1 in runs)
+
+
+def evidence(b: str, topic: str, partition: int, outputs: list[str]) -> str:
+    """Everything that says who copied `topic`-`partition`: each run's plan and report of it, its
+    records on the target (both isolation levels) and its progress records, and each run's output."""
+    lines = []
+    for _, _, run_id, kind, body in iter_run_records({"bootstrap.servers": b}):
+        if kind == "plan":  # spans are rows in PartitionSpan's field order
+            lines += [f"run {run_id} plan: {row}" for row in json.loads(body)["spans"] if row[1] == partition]
+        elif kind == "report":
+            lines += [
+                f"run {run_id} report: {u}" for u in json.loads(body)["units"] if u["partition"] == partition
+            ]
+    for isolation in ("read_uncommitted", "read_committed"):
+        records = read_all(b, f"A.{topic}", partition, isolation)
+        lines.append(f"target {isolation} ({len(records)}): {_landed(records)}")
+    progress_topic = "mm2-offsets.A.internal"
+    count = len(
+        AdminClient({"bootstrap.servers": b})
+        .list_topics(progress_topic, 10)
+        .topics[progress_topic]
+        .partitions
+    )
+    key = SourceOffsetKey("A", topic, partition)
+    for isolation in ("read_uncommitted", "read_committed"):
+        stored = [
+            r
+            for r in read_all(b, progress_topic, key.offsets_partition(count), isolation)
+            if r.key == key.key_bytes()
+        ]
+        lines.append(f"progress {isolation}: " + " ".join(f"{r.offset}:{r.value.decode()}" for r in stored))
+    lines += [f"--- output of run {n} ---\n{text}" for n, text in enumerate(outputs)]
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize(
@@ -59,13 +111,19 @@ def test_two_runs_of_one_flow_fence_each_other_and_never_duplicate(
     )
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
 
-    run_together([command, command])
+    outputs = run_together([command, command])
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stdout[-3000:]
+    outputs.append(again.stdout + again.stderr)
     source = read_topic(a.bootstrap, "orders", partitions)
     target = read_topic(b.bootstrap, "A.orders", partitions)
     for partition in range(partitions):
-        assert [r.content() for r in target[partition]] == [r.content() for r in source[partition]], partition
+        copied = [r.content() for r in target[partition]]
+        if copied != [r.content() for r in source[partition]]:
+            pytest.fail(
+                f"orders-{partition} not copied exactly once:\n"
+                + evidence(b.bootstrap, "orders", partition, outputs)
+            )
 
 
 @pytest.mark.parametrize("modes", [("at-least-once", "at-least-once"), ("at-least-once", "exactly-once")])

@@ -130,9 +130,13 @@ class _SlotCopy:
         the copy can go on to a transaction (False: a failure was handled, look again)."""
         target_watch = self.watches[1]
         try:
+            reopening = self.writer.producer is None
             producer = self.writer.open(pending, target_watch)
             for copy in pending:
-                if copy.position < 0:
+                if reopening or copy.position < 0:
+                    # A new producer fenced whoever took the slot since the last one went (a
+                    # concurrent run may have copied these partitions meanwhile): every partition
+                    # starts again from the progress it settled, not where it stood before.
                     try:
                         self._prepare(copy, producer, target_watch)
                     except CopyError as exc:

@@ -17,7 +17,9 @@ Spark task, a zombie, a concurrent run. Opening, in this order:
 
 A writer once fenced stays fenced: it copies nothing more of its slot. Opening again would fence
 the newer writer back, and the two would take turns. A failed transaction drops the producer
-(aborting what it had open); the next one opens again, which re-checks and re-settles.
+(aborting what it had open); the next one opens again, which re-checks and re-settles, and every
+partition of the slot then starts from that settled progress: another writer (a concurrent run)
+may have held the slot in between and copied them.
 
 The writer stays open from range to range of its slot (a micro-batch window copies range after
 range), and remembers what it committed, which is the truth for its partitions while it is the
@@ -131,6 +133,9 @@ class SlotWriter:
                 drop(producer)
                 raise
             self.producer = producer
+            # What the writer committed before is no longer the truth: another writer may have
+            # held the slot between the two producers. The settle below reads what holds now.
+            self.committed.clear()
             self._checked.clear()
             self._settled.clear()
             self.landing.clear()
