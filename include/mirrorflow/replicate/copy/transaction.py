@@ -117,8 +117,9 @@ def _staged(
     watch: ClusterWatch,
 ) -> list[_Staged]:
     """Flush what was produced and decide, per partition, what the transaction commits."""
+    reports = [chunk.reports for chunk in chunks.values()]
     try:
-        flush_all(producer, watch, "records")
+        flush_all(producer, watch, "records", lambda: sum(len(r.offsets) for r in reports))
         for copy in copies:
             chunk = chunks.get(id(copy))
             if chunk is not None and chunk.refused is not None:
@@ -237,6 +238,16 @@ def _commit(
     try:
         shared.progress.settle(keys)
     except (ProgressReadError, KafkaException) as exc:
+        if isinstance(cause, ClusterUnreachable):
+            # Still the lost target: the copy must stop as lost to it (every copy waiting on it
+            # gives up, the window fails), not go on to the next batch as a failed commit would.
+            raise ClusterUnreachable(
+                watch.alias,
+                watch.bootstrap,
+                watch.limit_s,
+                watch.last_error,
+                message=f"{cause}; the outcome of the commit in flight is read from progress by the next run",
+            ) from exc
         raise CommitUnknown(
             f"committing the transaction failed ({cause}) and its outcome could not be read back ({exc}); "
             "the next run reads it from progress"
