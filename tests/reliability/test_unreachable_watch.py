@@ -1,7 +1,13 @@
-"""A cluster killed under a producer stays unreachable to its ClusterWatch while librdkafka fails
-the queued deliveries: the copy's flush once took the queue getting shorter for an answer, so
-failed deliveries (message.timeout.ms) cleared the watch and a dead target looked alive, pushing
-the copy's end past mirrorflow.cluster.unreachable.timeout.ms."""
+"""A target cluster killed under a copy is given up on as unreachable, whatever the copy was
+waiting for when it died:
+
+- a flush: librdkafka also empties a producer's queue by failing its deliveries
+  (message.timeout.ms), and the copy's flush took the queue getting shorter for an answer, so a
+  dead target looked alive;
+- a commit: a commit that met the lost target and whose outcome could not be read back failed
+  as "outcome unknown", not as the lost target, so a micro-batch window went on to its next batch
+  and waited out mirrorflow.cluster.unreachable.timeout.ms again (measured with the default 15 s
+  limit: windows that gave up 50 s after their target was killed)."""
 
 from __future__ import annotations
 
@@ -10,9 +16,13 @@ import time
 from confluent_kafka import KafkaError, Producer
 
 from mirrorflow.kafka import ClusterWatch
+from mirrorflow.replicate.copy import copy_unit, transaction
 from mirrorflow.replicate.copy.calls import flush
+from mirrorflow.replicate.plan import PartitionSpan
 
-from ..integration.kafkatools import create_topics
+from ..conftest import Cluster
+from ..integration.kafkatools import create_topics, produce_keyed
+from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 
 RECORDS = 200
 # Above anything this test waits: the watch must never give up here, only stay down.
@@ -55,3 +65,31 @@ def test_deliveries_that_fail_after_the_cluster_died_do_not_count_as_answers(loc
     assert len(failed) == RECORDS and {e.code() for e in failed} == {KafkaError._MSG_TIMED_OUT}
     # The queue emptied only by failing: the cluster is still down since librdkafka said so.
     assert watch.down_since == went_down
+
+
+def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable(
+    local_kafka, monkeypatch
+) -> None:
+    a_kafka, b_kafka = local_kafka(), local_kafka()
+    src, dst = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
+    create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
+    create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    produce_keyed(src.bootstrap, "orders", 500, 1, b"v" * 100)
+    commit = transaction._commit
+    commits: list[str] = []
+
+    def target_dies_first(*args, **kwargs) -> None:
+        """The target is killed with the transaction's records acknowledged and its commit next."""
+        if not commits:
+            b_kafka.kill()
+        commits.append("tried")
+        commit(*args, **kwargs)
+
+    monkeypatch.setattr(transaction, "_commit", target_dies_first)
+    job = make_job(src, dst, max_records=1000, unreachable_timeout_s=5.0)
+    result = copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, 500))
+
+    assert commits == ["tried"], "the target was not killed right before one commit"
+    assert result.unreachable == "B", result.error
+    assert result.error and result.error.startswith(f"cluster B ({dst.bootstrap}) has been unreachable")
+    assert "the next run" in result.error, result.error
