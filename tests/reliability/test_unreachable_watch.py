@@ -4,6 +4,9 @@ waiting for when it died:
 - a flush: librdkafka also empties a producer's queue by failing its deliveries
   (message.timeout.ms), and the copy's flush took the queue getting shorter for an answer, so a
   dead target looked alive;
+- an abort: librdkafka ends a transaction that registered no partition without asking the
+  coordinator, and the copy took that abort's success for an answer (the watch is shared by a
+  worker's copies, so an idle one kept every other from giving up);
 - a commit: a commit that met the lost target and whose outcome could not be read back failed
   as "outcome unknown", not as the lost target, so a micro-batch window went on to its next batch
   and waited out mirrorflow.cluster.unreachable.timeout.ms again (measured with the default 15 s
@@ -17,7 +20,7 @@ from confluent_kafka import KafkaError, Producer
 
 from mirrorflow.kafka import ClusterWatch
 from mirrorflow.replicate.copy import copy_unit, transaction
-from mirrorflow.replicate.copy.calls import flush
+from mirrorflow.replicate.copy.calls import abort, flush
 from mirrorflow.replicate.plan import PartitionSpan
 
 from ..conftest import Cluster
@@ -64,6 +67,26 @@ def test_deliveries_that_fail_after_the_cluster_died_do_not_count_as_answers(loc
     assert delivered == [0], "records were acknowledged by a killed cluster"
     assert len(failed) == RECORDS and {e.code() for e in failed} == {KafkaError._MSG_TIMED_OUT}
     # The queue emptied only by failing: the cluster is still down since librdkafka said so.
+    assert watch.down_since == went_down
+
+
+def test_an_abort_librdkafka_ends_by_itself_is_not_an_answer(local_kafka) -> None:
+    kafka = local_kafka()
+    watch = ClusterWatch("B", kafka.bootstrap, LIMIT_S)
+    producer = Producer(
+        watch.config({"bootstrap.servers": kafka.bootstrap, "transactional.id": "idle", "log_level": 0})
+    )
+    producer.init_transactions(30)
+    kafka.kill()
+    deadline = time.monotonic() + 60
+    while watch.down_since is None:
+        assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
+        producer.poll(0.1)
+    went_down = watch.down_since
+
+    producer.begin_transaction()
+    abort(producer, watch)
+
     assert watch.down_since == went_down
 
 

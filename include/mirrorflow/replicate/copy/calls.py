@@ -136,14 +136,20 @@ def watches(job: CopyJob) -> tuple[ClusterWatch, ClusterWatch]:
     )
 
 
-def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> Any:
+def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str, *, answered: bool = True) -> Any:
     """Run a transactional call that may be called again after a timeout (init, commit, abort)
-    in short slices, so a cluster that went away is noticed within its unreachable limit."""
+    in short slices, so a cluster that went away is noticed within its unreachable limit.
+
+    `answered`: whether the call's success is the cluster's answer. An abort is not: librdkafka
+    ends a transaction that registered no partition without asking the coordinator, so an idle
+    copy's abort succeeds against a dead target, and it kept the worker's watch (shared by its
+    copies) from ever reaching the limit."""
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while True:
         try:
             result = call(WAIT_SLICE_S)
-            watch.alive()
+            if answered:
+                watch.alive()
             return result
         except KafkaException as exc:
             error = kafka_error(exc)
@@ -151,6 +157,12 @@ def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> An
                 raise
             watch.check()
             log.debug("%s: retrying after %s", what, error)
+
+
+def abort(producer: Producer, watch: ClusterWatch) -> None:
+    """abort_transaction, retried like the other transactional calls; its success is no answer
+    from the cluster (see `retrying`)."""
+    retrying(producer.abort_transaction, watch, "abort_transaction", answered=False)
 
 
 def flush(

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.mm2.formats import OffsetSync
-from mirrorflow.replicate.copy.calls import flush_all, is_fencing, is_too_large, kafka_error, retrying
+from mirrorflow.replicate.copy.calls import abort, flush_all, is_fencing, is_too_large, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy, feed_runs
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced
@@ -100,7 +100,7 @@ def transact(
     staged = _staged(job, copies, dict((id(c), chunk) for c, chunk in chunks), producer, writer, watch)
     if not staged:
         if exactly_once:
-            retrying(producer.abort_transaction, watch, "abort_transaction")
+            abort(producer, watch)
         return
     commit = os.urandom(6).hex()
     outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
