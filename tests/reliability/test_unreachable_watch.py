@@ -32,6 +32,16 @@ RECORDS = 200
 LIMIT_S = 600.0
 
 
+def _kill(kafka, producer: Producer, watch: ClusterWatch) -> float:
+    """kill -9 the cluster; when librdkafka first told the watch (serving the producer's events)."""
+    kafka.kill()
+    deadline = time.monotonic() + 60
+    while watch.down_since is None:
+        assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
+        producer.poll(0.1)
+    return watch.down_since
+
+
 def test_deliveries_that_fail_after_the_cluster_died_do_not_count_as_answers(local_kafka) -> None:
     kafka = local_kafka()
     create_topics(kafka.bootstrap, ("t", 1))
@@ -54,12 +64,7 @@ def test_deliveries_that_fail_after_the_cluster_died_do_not_count_as_answers(loc
     assert flush(producer, watch, 30, lambda: len(delivered)) == 0
     assert delivered == [0] and watch.down_since is None
 
-    kafka.kill()
-    deadline = time.monotonic() + 60
-    while watch.down_since is None:
-        assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
-        producer.poll(0.1)
-    went_down = watch.down_since
+    went_down = _kill(kafka, producer, watch)
     for i in range(RECORDS):
         producer.produce("t", b"%d" % i, on_delivery=report)
 
@@ -77,12 +82,7 @@ def test_an_abort_librdkafka_ends_by_itself_is_not_an_answer(local_kafka) -> Non
         watch.config({"bootstrap.servers": kafka.bootstrap, "transactional.id": "idle", "log_level": 0})
     )
     producer.init_transactions(30)
-    kafka.kill()
-    deadline = time.monotonic() + 60
-    while watch.down_since is None:
-        assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
-        producer.poll(0.1)
-    went_down = watch.down_since
+    went_down = _kill(kafka, producer, watch)
 
     producer.begin_transaction()
     abort(producer, watch)
