@@ -161,9 +161,10 @@ _UNREACHABLE = (
 class ClusterWatch:
     """Tells, from librdkafka's error callback, how long one cluster has been unreachable.
 
-    Give `on_error` to a client as its `error_cb`; call `alive()` whenever the client got an
-    answer (a delivery report, a record, a finished flush); `check()` between bounded waits
-    raises ClusterUnreachable once the cluster has been out of reach for `limit_s`."""
+    Give `on_error` to a client as its `error_cb`; call `alive()` whenever the cluster answered
+    (a successful delivery report, a record, a metadata answer), never on what librdkafka decides
+    by itself (failed deliveries, an abort it ends without the coordinator); `check()` between
+    bounded waits raises ClusterUnreachable once the cluster has been out of reach for `limit_s`."""
 
     def __init__(self, alias: str, bootstrap: str, limit_s: float) -> None:
         self.alias, self.bootstrap, self.limit_s = alias, bootstrap, limit_s

@@ -136,14 +136,20 @@ def watches(job: CopyJob) -> tuple[ClusterWatch, ClusterWatch]:
     )
 
 
-def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> Any:
+def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str, *, answered: bool = True) -> Any:
     """Run a transactional call that may be called again after a timeout (init, commit, abort)
-    in short slices, so a cluster that went away is noticed within its unreachable limit."""
+    in short slices, so a cluster that went away is noticed within its unreachable limit.
+
+    `answered`: whether the call's success is the cluster's answer. An abort is not: librdkafka
+    ends a transaction that registered no partition without asking the coordinator, so an idle
+    copy's abort succeeds against a dead target, and it kept the worker's watch (shared by its
+    copies) from ever reaching the limit."""
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
     while True:
         try:
             result = call(WAIT_SLICE_S)
-            watch.alive()
+            if answered:
+                watch.alive()
             return result
         except KafkaException as exc:
             error = kafka_error(exc)
@@ -153,15 +159,33 @@ def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str) -> An
             log.debug("%s: retrying after %s", what, error)
 
 
-def flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIMEOUT_S) -> int:
+def abort(producer: Producer, watch: ClusterWatch) -> None:
+    """abort_transaction, retried like the other transactional calls; its success is no answer
+    from the cluster (see `retrying`)."""
+    retrying(producer.abort_transaction, watch, "abort_transaction", answered=False)
+
+
+def flush(
+    producer: Producer,
+    watch: ClusterWatch,
+    timeout_s: float = CLIENT_TIMEOUT_S,
+    delivered: Callable[[], int] | None = None,
+) -> int:
     """producer.flush in short slices: returns what is still unsent after `timeout_s`, and raises
-    ClusterUnreachable as soon as the cluster has been out of reach for its limit."""
+    ClusterUnreachable as soon as the cluster has been out of reach for its limit.
+
+    `delivered` counts the successful delivery reports of what is being flushed: only one more of
+    those proves the cluster answered. A shorter queue proves nothing, since librdkafka also
+    empties it by failing deliveries (message.timeout.ms) of a cluster that is gone; counted as
+    answers, those kept a dead target looking alive. Without `delivered`, the flush clears nothing
+    and leaves the watch to the clients' other answers."""
     deadline = time.monotonic() + timeout_s
+    acknowledged = delivered() if delivered is not None else 0
     remaining = served(producer.flush, 0)
     while remaining:
-        before = remaining
         remaining = served(producer.flush, WAIT_SLICE_S)
-        if remaining < before:
+        if delivered is not None and delivered() > acknowledged:
+            acknowledged = delivered()
             watch.alive()
         watch.check()
         if time.monotonic() > deadline:
@@ -169,8 +193,10 @@ def flush(producer: Producer, watch: ClusterWatch, timeout_s: float = CLIENT_TIM
     return remaining
 
 
-def flush_all(producer: Producer, watch: ClusterWatch, what: str) -> None:
-    remaining = flush(producer, watch)
+def flush_all(
+    producer: Producer, watch: ClusterWatch, what: str, delivered: Callable[[], int] | None = None
+) -> None:
+    remaining = flush(producer, watch, delivered=delivered)
     if remaining:
         raise CopyError(f"{remaining} {what} were not acknowledged in time")
 

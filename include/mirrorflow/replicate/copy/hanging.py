@@ -41,7 +41,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaException, Message, Produ
 
 from mirrorflow.kafka import ClusterWatch, KafkaCallError, consumer_offsets, reader
 from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
-from mirrorflow.replicate.copy.calls import flush_all, retrying
+from mirrorflow.replicate.copy.calls import abort, flush_all
 from mirrorflow.replicate.copy.clients import stats
 from mirrorflow.replicate.copy.job import CopyError
 
@@ -91,7 +91,7 @@ def sweep(
     for (topic, partition), (key, value) in records.items():
         producer.produce(topic, value, key, partition, headers=[(SWEEP_HEADER, b"")])
     flush_all(producer, watch, "sweep records")
-    retrying(producer.abort_transaction, watch, "abort_transaction")
+    abort(producer, watch)
     stats.add("transactions_swept")
 
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy.calls import describe, is_fencing, kafka_error, retrying
+from mirrorflow.replicate.copy.calls import abort, describe, is_fencing, kafka_error
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
@@ -219,7 +219,7 @@ class _SlotCopy:
             producer = self.writer.producer
             assert producer is not None
             try:
-                retrying(producer.abort_transaction, target_watch, "abort_transaction")
+                abort(producer, target_watch)
             except Exception as abort_error:  # noqa: BLE001 - classified as the transaction's failure
                 self._failed(batch, abort_error)
             return
@@ -247,7 +247,7 @@ class _SlotCopy:
         if isinstance(exc, ForeignWriter) and writer.producer is not None:
             # A writer of this version that took the slot over fenced this one first; the abort says.
             try:
-                retrying(writer.producer.abort_transaction, self.watches[1], "abort_transaction")
+                abort(writer.producer, self.watches[1])
             except KafkaException as abort_error:
                 if is_fencing(abort_error, writer.fatal):
                     exc = Fenced(str(exc))

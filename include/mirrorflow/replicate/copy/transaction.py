@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.mm2.formats import OffsetSync
-from mirrorflow.replicate.copy.calls import flush_all, is_fencing, is_too_large, kafka_error, retrying
+from mirrorflow.replicate.copy.calls import abort, flush_all, is_fencing, is_too_large, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy, feed_runs
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced
@@ -100,7 +100,7 @@ def transact(
     staged = _staged(job, copies, dict((id(c), chunk) for c, chunk in chunks), producer, writer, watch)
     if not staged:
         if exactly_once:
-            retrying(producer.abort_transaction, watch, "abort_transaction")
+            abort(producer, watch)
         return
     commit = os.urandom(6).hex()
     outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
@@ -117,8 +117,9 @@ def _staged(
     watch: ClusterWatch,
 ) -> list[_Staged]:
     """Flush what was produced and decide, per partition, what the transaction commits."""
+    reports = [chunk.reports for chunk in chunks.values()]
     try:
-        flush_all(producer, watch, "records")
+        flush_all(producer, watch, "records", lambda: sum(len(r.offsets) for r in reports))
         for copy in copies:
             chunk = chunks.get(id(copy))
             if chunk is not None and chunk.refused is not None:
@@ -237,6 +238,16 @@ def _commit(
     try:
         shared.progress.settle(keys)
     except (ProgressReadError, KafkaException) as exc:
+        if isinstance(cause, ClusterUnreachable):
+            # Still the lost target: the copy must stop as lost to it (every copy waiting on it
+            # gives up, the window fails), not go on to the next batch as a failed commit would.
+            raise ClusterUnreachable(
+                watch.alias,
+                watch.bootstrap,
+                watch.limit_s,
+                watch.last_error,
+                message=f"{cause}; the outcome of the commit in flight is read from progress by the next run",
+            ) from exc
         raise CommitUnknown(
             f"committing the transaction failed ({cause}) and its outcome could not be read back ({exc}); "
             "the next run reads it from progress"

@@ -1,0 +1,118 @@
+"""A target cluster killed under a copy is given up on as unreachable, whatever the copy was
+waiting for when it died:
+
+- a flush: librdkafka also empties a producer's queue by failing its deliveries
+  (message.timeout.ms), and the copy's flush took the queue getting shorter for an answer, so a
+  dead target looked alive;
+- an abort: librdkafka ends a transaction that registered no partition without asking the
+  coordinator, and the copy took that abort's success for an answer (the watch is shared by a
+  worker's copies, so an idle one kept every other from giving up);
+- a commit: a commit that met the lost target and whose outcome could not be read back failed
+  as "outcome unknown", not as the lost target, so a micro-batch window went on to its next batch
+  and waited out mirrorflow.cluster.unreachable.timeout.ms again (measured with the default 15 s
+  limit: windows that gave up 50 s after their target was killed)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import KafkaError, Producer
+
+from mirrorflow.kafka import ClusterWatch
+from mirrorflow.replicate.copy import copy_unit, transaction
+from mirrorflow.replicate.copy.calls import abort, flush
+from mirrorflow.replicate.plan import PartitionSpan
+
+from ..conftest import Cluster
+from ..integration.kafkatools import create_topics, produce_keyed
+from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
+
+RECORDS = 200
+# Above anything this test waits: the watch must never give up here, only stay down.
+LIMIT_S = 600.0
+
+
+def _kill(kafka, producer: Producer, watch: ClusterWatch) -> float:
+    """kill -9 the cluster; when librdkafka first told the watch (serving the producer's events)."""
+    kafka.kill()
+    deadline = time.monotonic() + 60
+    while watch.down_since is None:
+        assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
+        producer.poll(0.1)
+    return watch.down_since
+
+
+def test_deliveries_that_fail_after_the_cluster_died_do_not_count_as_answers(local_kafka) -> None:
+    kafka = local_kafka()
+    create_topics(kafka.bootstrap, ("t", 1))
+    watch = ClusterWatch("B", kafka.bootstrap, LIMIT_S)
+    delivered: list[int] = []
+    failed: list[KafkaError] = []
+
+    def report(error: KafkaError | None, message) -> None:
+        if error is None:
+            delivered.append(message.offset())
+        else:
+            failed.append(error)
+
+    # Deliveries that cannot reach the cluster fail after message.timeout.ms: a short one lets
+    # them fail within the flush (the same fault with the default timeouts is run by hand).
+    producer = Producer(
+        watch.config({"bootstrap.servers": kafka.bootstrap, "message.timeout.ms": 3000, "log_level": 0})
+    )
+    producer.produce("t", b"before", on_delivery=report)
+    assert flush(producer, watch, 30, lambda: len(delivered)) == 0
+    assert delivered == [0] and watch.down_since is None
+
+    went_down = _kill(kafka, producer, watch)
+    for i in range(RECORDS):
+        producer.produce("t", b"%d" % i, on_delivery=report)
+
+    assert flush(producer, watch, 60, lambda: len(delivered)) == 0
+    assert delivered == [0], "records were acknowledged by a killed cluster"
+    assert len(failed) == RECORDS and {e.code() for e in failed} == {KafkaError._MSG_TIMED_OUT}
+    # The queue emptied only by failing: the cluster is still down since librdkafka said so.
+    assert watch.down_since == went_down
+
+
+def test_an_abort_librdkafka_ends_by_itself_is_not_an_answer(local_kafka) -> None:
+    kafka = local_kafka()
+    watch = ClusterWatch("B", kafka.bootstrap, LIMIT_S)
+    producer = Producer(
+        watch.config({"bootstrap.servers": kafka.bootstrap, "transactional.id": "idle", "log_level": 0})
+    )
+    producer.init_transactions(30)
+    went_down = _kill(kafka, producer, watch)
+
+    producer.begin_transaction()
+    abort(producer, watch)
+
+    assert watch.down_since == went_down
+
+
+def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable(
+    local_kafka, monkeypatch
+) -> None:
+    a_kafka, b_kafka = local_kafka(), local_kafka()
+    src, dst = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
+    create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
+    create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    produce_keyed(src.bootstrap, "orders", 500, 1, b"v" * 100)
+    commit = transaction._commit
+    commits: list[str] = []
+
+    def target_dies_first(*args, **kwargs) -> None:
+        """The target is killed with the transaction's records acknowledged and its commit next."""
+        if not commits:
+            b_kafka.kill()
+        commits.append("tried")
+        commit(*args, **kwargs)
+
+    monkeypatch.setattr(transaction, "_commit", target_dies_first)
+    job = make_job(src, dst, max_records=1000, unreachable_timeout_s=5.0)
+    result = copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, 500))
+
+    assert commits == ["tried"], "the target was not killed right before one commit"
+    assert result.unreachable == "B", result.error
+    assert result.error and result.error.startswith(f"cluster B ({dst.bootstrap}) has been unreachable")
+    assert "the next run" in result.error, result.error
