@@ -206,7 +206,9 @@ def served(call: Callable[[float], int], timeout: float) -> int:
 
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:
-    return AdminClient(dict(config))
+    """An admin client that never has a topic created by asking its metadata (librdkafka makes
+    admin clients as producers, whose default allows it)."""
+    return AdminClient({**config, "allow.auto.create.topics": False})
 
 
 # What a probe's connection errors mean, when they say more than "did not answer": (pattern of

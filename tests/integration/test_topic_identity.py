@@ -19,13 +19,15 @@ from localkafka.compaction import compact
 from mirrorflow.clients import FlowClients
 from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints, write_checkpoints
 from mirrorflow.control.translation.partition_pass import Translator
-from mirrorflow.kafka import KafkaCallError, await_topics
+from mirrorflow.kafka import ClusterWatch, KafkaCallError, admin_client, await_topics
 from mirrorflow.mm2.formats import Checkpoint, OffsetSync
 from mirrorflow.ops.failover import failover
 from mirrorflow.replicate import planner
+from mirrorflow.replicate.copy.calls import producer_config
 from mirrorflow.replicate.progress import read_progress_entries
 
 from .kafkatools import create_topics, produce, read_all
+from .test_copy import make_job
 from .test_failover_helpers import commit_at
 from .test_replicate_scenarios import mirror_config, run_once
 
@@ -286,3 +288,23 @@ def test_a_late_writer_never_brings_a_deleted_topic_back_with_the_brokers_defaul
     topics = admin.list_topics(timeout=10).topics
     assert control in topics, "the broker did not auto-create: the test proves nothing"
     assert ours not in topics
+
+
+def test_the_copy_engines_clients_never_bring_a_topic_back_whatever_config_they_were_given(
+    shared_clusters, unique
+) -> None:
+    """A CopyJob carries whatever client settings its maker gave (the suite builds some from a
+    bare bootstrap address): its producers and mirrorflow's admin clients still never have a
+    topic auto-created. The suite's progress topic came back with one partition after another
+    test emptied the cluster, and the next test's run took it as its own (twice in CI)."""
+    a, b = shared_clusters[:2]
+    bare = {"bootstrap.servers": b.bootstrap}
+    job = make_job(a, b, target_producer=dict(bare))
+    watch = ClusterWatch("B", b.bootstrap, 15)
+    by_producer, by_admin = unique("never-produced"), unique("never-described")
+    producer = Producer({**producer_config(job, watch, None), "message.timeout.ms": 3000})
+    producer.produce(by_producer, b"late")
+    producer.flush(5)
+    admin_client(bare).list_topics(by_admin, timeout=10)
+    topics = AdminClient(bare).list_topics(timeout=10).topics
+    assert by_producer not in topics and by_admin not in topics

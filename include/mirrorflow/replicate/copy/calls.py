@@ -86,6 +86,11 @@ def describe(exc: BaseException) -> str:
 
 
 def new_client_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy producer's settings. It never has a topic created by writing to (or asking the
+    metadata of) one that is missing, whatever the config it was given says (librdkafka's
+    producer default allows it): a late writer of a deleted progress topic brought it back with
+    one partition and cleanup.policy=delete, which retention then empties."""
+    config["allow.auto.create.topics"] = False
     if "reconnect.backoff.ms" not in config:
         ceiling = int(config.get("reconnect.backoff.max.ms", 10_000))
         config["reconnect.backoff.ms"] = min(COPY_RECONNECT_BACKOFF_MS, ceiling)

@@ -26,6 +26,7 @@ from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, admin_client, rea
 from mirrorflow.replicate.copy.calls import (
     CONSUMER_DEFAULTS,
     flush,
+    new_client_config,
     partition_count,
     source_consumer_config,
     watches,
@@ -108,7 +109,10 @@ class SharedClients:
         """Slot writers stay open after a slot's copy (a worker copying range after range), or
         go with it (a batch worker: at most about SLOT_THREADS producers open at once)."""
         self.progress = ProgressReader(
-            job.target_consumer, job.progress_topic, job.source, timeout_s=settle_timeout_s(job.target_producer)
+            job.target_consumer,
+            job.progress_topic,
+            job.source,
+            timeout_s=settle_timeout_s(job.target_producer),
         )
         self.progress_partitions: int | None = None
         self._writer_class = SlotWriter
@@ -248,7 +252,9 @@ class SharedClients:
             if self._sync_producer is None:
                 self._sync_watch = watch
                 self._sync_producer = Producer(
-                    {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+                    new_client_config(
+                        {**watch.config(job.source_producer), "enable.idempotence": True, "acks": "all"}
+                    )
                 )
             return self._sync_producer
 
