@@ -20,7 +20,7 @@ from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s
 from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress
-from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import (
     ProgressBlocked,
     Stored,
@@ -110,7 +110,6 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
             stuck=stuck,
             ends=ends,
             watch=watch,
-            slot_of=lambda where: writer_slot(*where),
         )
     finally:
         for consumer in ends:

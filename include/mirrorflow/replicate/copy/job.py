@@ -15,12 +15,17 @@ SETTLE_MARGIN_S = 20.0
 (transaction.abort.timed.out.transaction.cleanup.interval.ms), and its markers take a moment."""
 
 
+def transaction_timeout_s(target_producer: Mapping[str, Any]) -> float:
+    """The copy producers' transaction.timeout.ms: no transaction of the flow's writers stays
+    open longer (the broker aborts it then), which bounds every wait for one."""
+    return float(target_producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)) / 1000
+
+
 def settle_timeout_s(target_producer: Mapping[str, Any]) -> float:
     """How long a settle waits for transactions open in progress partitions before it takes the
     one left for hanging: the flow's transaction.timeout.ms (every writer of the flow writes
     progress with the flow's target producer settings) and SETTLE_MARGIN_S."""
-    timeout_ms = float(target_producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
-    return timeout_ms / 1000 + SETTLE_MARGIN_S
+    return transaction_timeout_s(target_producer) + SETTLE_MARGIN_S
 
 
 @dataclass(frozen=True)
@@ -54,14 +59,6 @@ class CopyJob:
     """How many workers share the cap (a run's tasks): each holds its reads to an equal share."""
 
     @property
-    def transaction_timeout_s(self) -> float:
-        """The copy producers' transaction.timeout.ms: no transaction of this flow's writers stays
-        open longer (the broker aborts it then), which bounds every wait for one."""
-        return (
-            float(self.target_producer.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)) / 1000
-        )
-
-    @property
     def chunk_seconds(self) -> float:
         """How long one transaction may keep reading before it commits.
 
@@ -69,7 +66,7 @@ class CopyJob:
         slow link a chunk bounded by records and bytes alone would then fail the same way on
         every run. Reading stops after a quarter of the timeout, which leaves the rest for the
         flush and the commit."""
-        return max(0.05, self.transaction_timeout_s / 4)
+        return max(0.05, transaction_timeout_s(self.target_producer) / 4)
 
 
 @dataclass

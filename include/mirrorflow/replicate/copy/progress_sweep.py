@@ -27,6 +27,7 @@ from mirrorflow.kafka import ClusterWatch
 from mirrorflow.replicate.copy import hanging
 from mirrorflow.replicate.copy.calls import drop, init_transactions, new_client_config, topic_metadata
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
+from mirrorflow.replicate.plan import writer_slot
 
 log = logging.getLogger("mirrorflow.replicate.copy")
 
@@ -65,7 +66,6 @@ def end_hanging_progress(
     stuck: Mapping[int, int],
     ends: tuple[Any, Any],
     watch: ClusterWatch,
-    slot_of: Callable[[hanging.Where], int],
     own: tuple[str, Producer] | None = None,
 ) -> None:
     """End the transaction open at `stuck` (progress partition -> first open offset) with the id
@@ -80,7 +80,7 @@ def end_hanging_progress(
         if owner is None:
             left[where] = offset
             continue
-        slot = slot_of(owner)
+        slot = writer_slot(*owner)
         candidates = [slot_transactional_id(source, target, slot)]
         candidates += older_ids(source, target, owner[0], owner[1], 0)
         for transactional in candidates:

@@ -210,15 +210,8 @@ class SlotWriter:
             stuck=stuck,
             ends=self.shared.end_readers(),
             watch=watch,
-            slot_of=self._slot,
             own=None if own is None else (self.transactional_id, own),
         )
-
-    @staticmethod
-    def _slot(where: Where) -> int:
-        from mirrorflow.replicate.plan import writer_slot
-
-        return writer_slot(*where)
 
     # -- before writing a remote partition -----------------------------------------------------
     def ensure_clear(
