@@ -196,13 +196,25 @@ def served(call: Callable[[float], int], timeout: float) -> int:
 
     After a fatal error (a fenced producer, an authorization refused) confluent-kafka 2.16 raises
     it from flush() and then runs the delivery callbacks with that exception still set, which
-    Python reports as a SystemError from the callback; the KafkaException is its cause."""
+    Python reports as a SystemError from the callback; the KafkaException is its cause.
+
+    Those two exceptions are never released (confluent-kafka keeps a reference the garbage
+    collector cannot see), so they must not carry our frames: re-raised as it was, their tracebacks
+    kept every frame it passed through alive, and with them the fenced producer, the worker's
+    consumers and any client a caller held, whose threads then ran for the life of the process
+    (a leaked producer's metadata refresh recreated deleted topics with the broker's defaults).
+    A fresh exception with the same error is raised instead, and the kept ones are cut loose."""
     try:
         return call(timeout)
     except SystemError as exc:
-        if isinstance(exc.__cause__, KafkaException):
-            raise exc.__cause__ from None
-        raise
+        cause = exc.__cause__
+        if not isinstance(cause, KafkaException):
+            raise
+        exc.__cause__ = None
+        exc.__traceback__ = None
+        cause.__traceback__ = None
+        cause.__context__ = None
+        raise KafkaException(*cause.args) from None
 
 
 def admin_client(config: Mapping[str, Any]) -> AdminClient:

@@ -21,6 +21,7 @@ from mirrorflow.replicate.copy import (
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import progress_record, read_progress_entries
 
+from ..client_leaks import live_clients
 from .kafkatools import create_topics, produce, read_all
 from .test_copy import PROGRESS, SYNCS_ON_SOURCE, _same_slot_topics, make_job
 
@@ -103,6 +104,7 @@ def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(p
     topics = _same_slot_topics("fenced", 4)
     fill(src, dst, topics, 40)
     job = make_job(src, dst)
+    clients = live_clients()
     with CopyWorker(job) as worker:
         assert all(r.ok for r in worker.copy([span(t, 0, 20) for t in topics]))
         newer = Producer(
@@ -123,6 +125,10 @@ def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(p
     key, value, home = progress_record("A", topics[0], 0, 39, 25, "", COPY_SLOTS)
     newer.produce(PROGRESS, value, key, home)
     newer.commit_transaction(30)  # the slot stayed the newer writer's
+    del newer, worker
+    # The fenced flush raised through a SystemError that confluent-kafka never releases: while it
+    # held the worker's frames, every client of the worker lived (and ran) until the process ended.
+    assert live_clients() == clients, "the closed worker left clients running"
     for topic in topics:
         assert [r.value for r in read_all(dst.bootstrap, f"A.{topic}")] == [
             b"%s-%d" % (topic.encode(), i) for i in range(20)
@@ -154,10 +160,14 @@ def test_a_writer_reopened_after_a_failed_transaction_starts_each_partition_from
         raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "commit_transaction timed out"))
 
     monkeypatch.setattr(schedule, "transact", concurrent_run_then_timeout)
+    clients = live_clients()
     results = copy_slice(job, [span(first, 0, TOTAL), span(second, 0, TOTAL)])
 
     assert failed == [[first]]
     assert [(r.ok, r.records, r.progress) for r in results] == [(True, 0, TOTAL - 1)] * 2
+    # The failed producer's abort raised while the timeout was being handled: confluent-kafka then
+    # keeps the timeout (and once, with it, the frames holding every client of the copy) for good.
+    assert live_clients() == clients, "the copy left clients running"
     for topic in (first, second):
         assert_exact(src, dst, topic)
 

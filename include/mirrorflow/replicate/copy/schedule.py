@@ -129,6 +129,7 @@ class _SlotCopy:
         """Open the slot's writer for `pending` and decide where each partition starts; whether
         the copy can go on to a transaction (False: a failure was handled, look again)."""
         target_watch = self.watches[1]
+        failure: Exception | None = None
         try:
             reopening = self.writer.producer is None
             producer = self.writer.open(pending, target_watch)
@@ -148,8 +149,10 @@ class _SlotCopy:
                         self._fail(copy, str(error))
             return True
         except Exception as exc:  # noqa: BLE001 - classified below, as a transaction's failure is
-            self._failed(pending, exc, opening=True)
-            return False
+            failure = exc
+        # Handled outside the except clause, like a transaction's failure (see _transact).
+        self._failed(pending, failure, opening=True)
+        return False
 
     def _prepare(self, copy: PartitionCopy, producer, watch: ClusterWatch) -> None:
         span = copy.span
@@ -206,14 +209,24 @@ class _SlotCopy:
                 )
             self.reader.watch = self.reader.pooled.watch = source_watch
         large = any(c.pending > SMALL_SPAN for c in batch)
+        # A failure is handled after its except clause has ended: confluent-kafka 2.16 keeps a
+        # reference it never releases to the exception being handled whenever one of its calls
+        # raises meanwhile (the abort and drop of the failed producer do), and that exception's
+        # traceback would keep this worker's frames, and every client they hold, alive for good.
+        failure: Exception | None = None
+        interleaved: Interleaved | None = None
         try:
             with self.shared.large if large else contextlib.nullcontext():
                 if self.shared.unreachable is not None:
                     return  # found while this one waited its turn: what is left fails at once
                 transact(self.job, batch, self.shared, self.writer, self.reader, self.watches)
         except Interleaved as exc:
+            interleaved = exc
+        except Exception as exc:  # noqa: BLE001 - classified below
+            failure = exc
+        if interleaved is not None:
             # Copied again with a report per record; the abort keeps the writer (it is not at fault).
-            for copy in exc.copies:
+            for copy in interleaved.copies:
                 copy.exact = True
                 copy.result.interleaved_chunks += 1
             producer = self.writer.producer
@@ -221,10 +234,11 @@ class _SlotCopy:
             try:
                 abort(producer, target_watch)
             except Exception as abort_error:  # noqa: BLE001 - classified as the transaction's failure
-                self._failed(batch, abort_error)
-            return
-        except Exception as exc:  # noqa: BLE001 - classified below
-            self._failed(batch, exc)
+                failure = abort_error
+            if failure is None:
+                return
+        if failure is not None:
+            self._failed(batch, failure)
             return
         for copy in batch:
             if copy.done:
