@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from mirrorflow.cli import main
+from mirrorflow.control import heartbeats
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
 from mirrorflow.control.mirror_client import MirrorClient
 from mirrorflow.mm2.formats import Heartbeat
@@ -111,6 +112,23 @@ def test_rejected_heartbeats_fail_the_job_after_the_other_flows_emitted(kafka_cl
     assert len(read_all(a.bootstrap, "heartbeats")) == 1
 
 
+def test_heartbeats_still_unacknowledged_at_the_end_fail_the_window_and_leave_no_producer(
+    kafka_clusters, monkeypatch
+) -> None:
+    """A heartbeat still unacknowledged when the window has waited its time for them (here: none,
+    so the one just sent is still out) is counted as failed and purged. Purged without its report
+    being served, it kept the emitter, and so the producer, alive and running for good (checked
+    after the test, as after every test: tests/client_leaks.py)."""
+    monkeypatch.setattr(heartbeats, "FLUSH_TIMEOUT_S", 0.0)
+    a, b = kafka_clusters(2)
+    config = mm2_config([a, b], ["A->B"])
+    with pytest.raises(HeartbeatError) as failed:
+        emit_heartbeats([config.flow("A", "B")])
+    assert "A->B: 1 of 1 heartbeat(s) to heartbeats on B failed: 1 heartbeat(s) not acknowledged by B" in str(
+        failed.value
+    )
+
+
 def test_cli_emits_for_the_chosen_heartbeat_flows(kafka_clusters, tmp_path) -> None:
     a, b = kafka_clusters(2)
     path = tmp_path / "mm2.properties"
@@ -133,6 +151,9 @@ def test_a_pair_whose_target_is_down_does_not_stop_the_others(kafka_clusters) ->
         probe.bind(("127.0.0.1", 0))
         dead = SimpleNamespace(alias="B", bootstrap=f"127.0.0.1:{probe.getsockname()[1]}")
     config = mm2_config([a, dead], ["A->B"], "mirrorflow.cluster.unreachable.timeout.ms = 3000\n")
+    # What the window leaves running is checked after the test, as after every test
+    # (tests/client_leaks.py): a heartbeat left queued for a target that did not answer held its
+    # emitter, which held the producer, and both lived (the producer running) for good.
     with pytest.raises(HeartbeatError) as failed:
         emit_heartbeats(config.heartbeat_flows, duration_s=1.0)
     message = str(failed.value)

@@ -16,6 +16,7 @@ is the DAG schedule that keeps those windows back to back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
@@ -136,6 +137,7 @@ class _Emitter:
         config.setdefault("message.timeout.ms", DELIVERY_TIMEOUT_MS)
         self.producer = Producer(config)
         self.pending = 0
+        self.finished = False
 
     def emit(self, now_ms: int) -> None:
         heartbeat = Heartbeat(self.flow.source, self.flow.target, now_ms)
@@ -151,6 +153,8 @@ class _Emitter:
         self.producer.poll(0)
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if self.finished:
+            return  # a heartbeat purged at the end, counted as failed already
         self.pending -= 1
         if error is not None:
             self.run.failed += 1
@@ -178,8 +182,17 @@ class _Emitter:
             self.run.errors.append(
                 f"{self.pending} heartbeat(s) not acknowledged by {self.flow.target} within {FLUSH_TIMEOUT_S:.0f} s"
             )
-            self.producer.purge()
+        self.close()
         return self.run
+
+    def close(self) -> None:
+        """Let the producer go. Each heartbeat still queued holds this emitter through its
+        delivery callback, and the producer holds the heartbeat: unless the purged reports are
+        served, neither is ever freed and the producer's threads run on in this process."""
+        self.finished = True
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.producer.purge()
+            self.producer.flush(0)
 
 
 def emit_heartbeats(
@@ -223,14 +236,19 @@ def emit_heartbeats(
     schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
     start = time.monotonic()
     stopping = stop if stop is not None else threading.Event()
-    for offset, index in schedule:
-        if stopping.wait(max(0.0, start + offset - time.monotonic())):
-            log.info(
-                "heartbeats stopped early, %.0f s into the window: the task was asked to stop",
-                time.monotonic() - start,
-            )
-            break
-        emitters[index].emit(int(time.time() * 1000))
+    try:
+        for offset, index in schedule:
+            if stopping.wait(max(0.0, start + offset - time.monotonic())):
+                log.info(
+                    "heartbeats stopped early, %.0f s into the window: the task was asked to stop",
+                    time.monotonic() - start,
+                )
+                break
+            emitters[index].emit(int(time.time() * 1000))
+    except BaseException:
+        for emitter in emitters:
+            emitter.close()
+        raise
     runs = [emitter.finish() for emitter in emitters] + unstarted
     for run in runs:
         log.info("%s: %d heartbeat(s) written to %s on %s", run.flow, run.emitted, run.topic, run.cluster)
