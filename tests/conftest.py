@@ -42,6 +42,7 @@ from xdist.scheduler import LoadGroupScheduling
 
 from localkafka import LocalKafka, Security
 from localkafka.settings import QUICK_CLUSTER
+from tests.client_leaks import leaked_since, running_clients
 
 # Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow,
 # in a directory of this test process that goes when the process does.
@@ -141,6 +142,13 @@ class WorkerClusters:
         """The clusters named, launched side by side where they are not running yet."""
         for alias in aliases:
             kafka = self.started.get(alias)
+            if kafka is not None and not all(node.running for node in kafka.nodes):
+                # A test stopped or killed it: a new cluster replaces it. Restarted, it would
+                # replay its metadata log, and Kafka 4.4 then keeps the configs of topics deleted
+                # since its start: a topic created again under an old name comes back with them
+                # (a later test's plain `ledger` was compacted and refused records without keys).
+                kafka.stop()
+                kafka = None
             if kafka is None:
                 kafka = LocalKafka(
                     self.factory.mktemp(f"kafka-{alias}"),
@@ -148,8 +156,6 @@ class WorkerClusters:
                     security=WITH_AUTHORIZER,
                 )
                 self.started[alias] = kafka
-            elif not all(node.running for node in kafka.nodes):
-                kafka.stop()  # a test stopped or killed it: bring every node back
             kafka.launch()
         return [
             Cluster(alias, self.started[alias].start().bootstrap, self.started[alias]) for alias in aliases
@@ -158,6 +164,40 @@ class WorkerClusters:
     def stop(self) -> None:
         for kafka in self.started.values():
             kafka.stop()
+
+
+_CLIENTS_BEFORE = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    result = yield
+    # Counted once the fixtures are set up: a module or session fixture may keep clients of its
+    # own (made at its setup) for the tests that share it.
+    item.stash[_CLIENTS_BEFORE] = running_clients()
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report = yield
+    if report.failed:
+        item.stash[_CLIENTS_BEFORE] = -1  # its traceback holds its frames, and their clients: not judged
+    return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Every test leaves no librdkafka client running: one left alive goes on asking for the
+    metadata of its topics, and recreated a topic on the shared clusters long after its test
+    ended (tests/client_leaks.py). Checked after every fixture and pytest's own log capture (whose
+    records of the test hold what their arguments reach) have let go."""
+    result = yield
+    before = item.stash.get(_CLIENTS_BEFORE, -1)
+    leaked = None if before < 0 else leaked_since(before)
+    if leaked:
+        raise AssertionError(f"{item.nodeid} {leaked}")
+    return result
 
 
 @pytest.fixture(scope="session")

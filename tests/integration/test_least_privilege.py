@@ -123,7 +123,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         produce(a.bootstrap, "orders", records(0, 30))
         commit(a.bootstrap, "app", {0: 5, 1: 7})
         commit(a.bootstrap, "fo", {0: 10, 1: 12})
-        yield Pair(a, b)
+        pair = Pair(a, b)
+        for alias in "AB":
+            pair.admin(alias)  # made with the module's clusters, not inside a test
+        yield pair
 
 
 def records(start: int, end: int) -> list[dict[str, Any]]:
