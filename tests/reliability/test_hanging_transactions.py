@@ -16,6 +16,7 @@ import subprocess
 import time
 
 import pytest
+from confluent_kafka import Producer
 
 from localkafka import runtime
 from localkafka.jmx import tools_jar
@@ -177,3 +178,49 @@ def test_a_hanging_transaction_in_a_progress_partition_is_ended_by_the_next_plan
     assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(2 * TOTAL)]
     progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
     assert progress == {("orders", 0): 2 * TOTAL - 1}, "the dead progress record stayed invisible"
+
+
+def test_a_hanging_progress_record_whose_copy_was_committed_is_written_again_not_aborted(pair) -> None:
+    """A single-node target killed right after a copy's commit came back with the copy's records
+    committed in the remote partition and its progress record open: restarted, the broker dropped
+    the commit's marker in the progress partition ("likely deleted already"). The plan ended that
+    transaction by an abort, progress went back, and the next run copied the same records again
+    (2,000 twice in the suite's crash test). The remote partition ends with the very record the
+    open progress names, so the plan now writes that progress again after the abort."""
+    src, dst = pair
+    config = mirror_config(
+        [src, dst], ["A->B"], {"topics": "orders", "B.producer.transaction.timeout.ms": "10000"}
+    )
+    assert run_once(config, "A", "B").records == TOTAL
+    produce(
+        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, 2 * TOTAL)]
+    )
+    # The dead copy's records of [TOTAL, 2 * TOTAL), committed on the target as a copy writes them.
+    dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
+    dead.init_transactions(30)
+    dead.begin_transaction()
+    for record in read_all(src.bootstrap, "orders")[TOTAL:]:
+        dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
+    dead.commit_transaction(30)
+    del dead
+    key = SourceOffsetKey("A", "orders", 0)
+    forge_hanging_transaction(
+        dst.bootstrap,
+        slot_transactional_id("A", "B", writer_slot("orders", 0)),
+        PROGRESS,
+        key.offsets_partition(25),
+        [(key.key_bytes(), encode_offset_value(2 * TOTAL - 1))],
+        now_ms(),
+    )
+    produce(
+        src.bootstrap,
+        "orders",
+        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(2 * TOTAL, 3 * TOTAL)],
+    )
+
+    again = run_once(config, "A", "B")
+
+    assert again.spans() == {("orders", 0): (2 * TOTAL, 3 * TOTAL)}, "the committed copy was planned again"
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(3 * TOTAL)]
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert progress == {("orders", 0): 3 * TOTAL - 1}

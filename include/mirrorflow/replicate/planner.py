@@ -19,6 +19,7 @@ from mirrorflow.kafka import ClusterWatch, admin_client, list_offsets, reader, t
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s
+from mirrorflow.replicate.copy.landed import landed_check
 from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import (
@@ -110,6 +111,11 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
             stuck=stuck,
             ends=ends,
             watch=watch,
+            landed=landed_check(
+                clients.source_consumer,
+                clients.target_consumer,
+                lambda topic: flow.policy.format_remote_topic(flow.source, topic),
+            ),
         )
     finally:
         for consumer in ends:

@@ -24,9 +24,18 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from mirrorflow.kafka import ClusterWatch
+from mirrorflow.mm2.connect_offsets import decode_offset_value
 from mirrorflow.replicate.copy import hanging
-from mirrorflow.replicate.copy.calls import drop, init_transactions, new_client_config, topic_metadata
+from mirrorflow.replicate.copy.calls import (
+    drop,
+    flush_all,
+    init_transactions,
+    new_client_config,
+    retrying,
+    topic_metadata,
+)
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
+from mirrorflow.replicate.copy.landed import Landed
 from mirrorflow.replicate.plan import writer_slot
 
 log = logging.getLogger("mirrorflow.replicate.copy")
@@ -67,19 +76,43 @@ def end_hanging_progress(
     ends: tuple[Any, Any],
     watch: ClusterWatch,
     own: tuple[str, Producer] | None = None,
+    landed: Landed | None = None,
 ) -> None:
     """End the transaction open at `stuck` (progress partition -> first open offset) with the id
     of the writer that opened it; raises hanging.HangingTransaction for those no id of the flow
     ends. `own` is the caller's (transactional.id, producer), used instead of a new producer
-    with that id (which would fence the caller)."""
+    with that id (which would fence the caller).
+
+    `landed` (copy/landed.py) tells whether the open progress record's copy had been committed
+    in its remote partition (a restarted broker can drop a commit's marker in one partition and
+    keep it in another): then the record is written again, committed, once the abort has ended
+    it; when that cannot be told the transaction is left open and reported, never aborted."""
     left: dict[hanging.Where, int] = {}
     for partition, offset in stuck.items():
         where = (progress_topic, partition)
         record = hanging.first_open_record(target_consumer, where, offset)
         owner = None if record is None else hanging.progress_owner(record, source)
-        if owner is None:
+        if owner is None or record is None:
             left[where] = offset
             continue
+        restore = None
+        if landed is not None:
+            copied = decode_offset_value(record.value())
+            verdict = None if copied is None else landed(owner[0], owner[1], copied)
+            if verdict is None:
+                log.warning(
+                    "%s-%d: a transaction hangs there from offset %d (progress of %s-%d); whether its "
+                    "records were committed on the target cannot be told, so it is not ended",
+                    progress_topic,
+                    partition,
+                    offset,
+                    owner[0],
+                    owner[1],
+                )
+                left[where] = offset
+                continue
+            if verdict:
+                restore = (record.key(), record.value())
         slot = writer_slot(*owner)
         candidates = [slot_transactional_id(source, target, slot)]
         candidates += older_ids(source, target, owner[0], owner[1], 0)
@@ -90,19 +123,26 @@ def end_hanging_progress(
             )
             try:
                 hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
+                ended = not hanging.await_closed(ends, {where: offset})
+                if ended and restore is not None:
+                    _write_again(producer, where, restore, watch)
             finally:
                 if not mine:
                     drop(producer)
-            if not hanging.await_closed(ends, {where: offset}):
+            if ended:
                 log.warning(
                     "%s-%d: ended the transaction hanging there from offset %d (progress of %s-%d, "
-                    "transactional.id %s)",
+                    "transactional.id %s)%s",
                     progress_topic,
                     partition,
                     offset,
                     owner[0],
                     owner[1],
                     transactional,
+                    "; its records were committed on the target (the broker had dropped its commit "
+                    "marker here), so its progress was written again"
+                    if restore is not None
+                    else "",
                 )
                 break
         else:
@@ -113,5 +153,18 @@ def end_hanging_progress(
             str(target_producer.get("bootstrap.servers", "")),
             hanging.leaders(ends[0], left),
             "no writer of this flow can end (its first record is not this flow's progress, or its "
-            "abort markers were lost again)",
+            "abort markers were lost again), or whether its records were committed on the target cannot "
+            "be told (the source record its progress names is gone): ending it by an abort could copy "
+            "them twice",
         )
+
+
+def _write_again(
+    producer: Producer, where: hanging.Where, record: tuple[bytes | None, bytes | None], watch: ClusterWatch
+) -> None:
+    """The progress record of a transaction that had committed its copy, committed again."""
+    key, value = record
+    producer.begin_transaction()
+    producer.produce(where[0], value, key, where[1])
+    flush_all(producer, watch, "progress records")
+    retrying(producer.commit_transaction, watch, "commit_transaction")

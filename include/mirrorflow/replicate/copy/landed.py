@@ -1,0 +1,104 @@
+"""Whether a hanging progress transaction's records had landed, committed, on the target.
+
+A broker that restarts can drop a transaction's markers in some of its partitions and keep them
+in others ("Couldn't find leader endpoint ... likely deleted already and hence can be skipped"):
+the transaction's records were committed in the remote partition while its progress record
+stays open. Ending that open progress by an abort then loses progress that is true, and the next
+run copies the same records again. Before a hanging progress record is aborted, its remote
+partition is read: when it ends, committed, with the very record of the source offset the
+progress names, the copy had committed and the progress is written again after the abort.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, TopicPartition
+
+from mirrorflow.kafka import reader
+from mirrorflow.policy.provenance import HEADER_PREFIX
+
+# How far back from the last stable offset the last committed record is looked for (aborted
+# records and markers lie between), and how long a read may take.
+LOOK_BACK = 200
+READ_TIMEOUT_S = 15.0
+
+# (source topic, partition, source offset) -> True: the remote partition ends with that record,
+# committed; False: it does not; None: it cannot be told (the source record or the remote one
+# could not be read).
+Landed = Callable[[str, int, int], "bool | None"]
+
+
+def landed_check(
+    source_consumer: Mapping[str, Any],
+    target_consumer: Mapping[str, Any],
+    remote_topic: Callable[[str], str],
+) -> Landed:
+    def landed(topic: str, partition: int, offset: int) -> bool | None:
+        source = _record_at(source_consumer, topic, partition, offset)
+        if source is None:
+            return None
+        last = _last_committed(target_consumer, remote_topic(topic), partition)
+        if last is None:
+            return None
+        return _same(source, last)
+
+    return landed
+
+
+def _record_at(config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message | None:
+    consumer = reader(config)
+    try:
+        consumer.assign([TopicPartition(topic, partition, offset)])
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return None
+                continue
+            return message if message.offset() == offset else None
+        return None
+    finally:
+        consumer.close()
+
+
+def _last_committed(config: Mapping[str, Any], topic: str, partition: int) -> Message | None:
+    """The last record a read_committed reader of the partition sees, or None (an empty
+    partition, or none within LOOK_BACK offsets of its last stable offset)."""
+    consumer = reader(config)
+    try:
+        low, stable = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
+        if stable <= low:
+            return None
+        consumer.assign([TopicPartition(topic, partition, max(low, stable - LOOK_BACK))])
+        last = None
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return last
+                continue
+            last = message
+        return None
+    finally:
+        consumer.close()
+
+
+def _same(source: Message, remote: Message) -> bool:
+    def headers(message: Message) -> list[tuple[str, bytes | None]]:
+        return [(k, v) for k, v in message.headers() or [] if not k.startswith(HEADER_PREFIX)]
+
+    return (
+        source.key() == remote.key()
+        and source.value() == remote.value()
+        and source.timestamp()[1] == remote.timestamp()[1]
+        and headers(source) == headers(remote)
+    )
