@@ -53,7 +53,7 @@ from .browser_ui import (
     DARK_MAX,
     LIGHT_MIN,
     Shots,
-    answer,
+    answer_approval,
     background,
     chromium,
     colour_mode,
@@ -263,7 +263,7 @@ def test_the_approval_shows_what_was_copied_and_blocks_a_group_it_does_not_cover
         "shop\torders\t0\t40\t100\t100\t40\texact" in shown
         and "shop\torders\t1\t70\t100\t100\t70\texact" in shown
     )
-    answer(page, "Approve")
+    answer_approval(page, server, MIGRATE, run_id, "Approve")
     wait_run(server, MIGRATE, run_id, 240)
 
     assert committed(day.backup.bootstrap, "shop", REMOTE) == {REMOTE[0]: 40, REMOTE[1]: 70}
@@ -305,7 +305,7 @@ def test_a_rejected_cut_over_ends_the_run_not_done(day: Day) -> None:
     wait_for_input(server, MIGRATE, run_id, "approve", 300)
     shown = required_action(page, server, MIGRATE, run_id, "approve")
     assert "Verification: not run (turned off in the form): what was copied is not proven." in shown
-    answer(page, "Reject")
+    answer_approval(page, server, MIGRATE, run_id, "Reject")
     wait_run(server, MIGRATE, run_id, 180, expect="failed")
     states = task_states(server, MIGRATE, run_id)
     assert (states["approve"], states["cutover"], states["final_report"]) == ("success", "skipped", "failed")

@@ -69,6 +69,10 @@ def test_migrate_dag_has_a_trigger_form(dagbag: DagBag) -> None:
     assert params["source"] == "primary" and params["target"] == "backup"
     assert params.get_param("delivery").schema["enum"] == ["exactly-once", "at-least-once"]
     assert params["until"] == "now"
+    # Asked again once should Airflow fail an answered approval (docs/reference/limits.md); the
+    # cut-over itself is never retried.
+    approve, cutover = dag.get_task("approve"), dag.get_task("cutover")
+    assert (approve.retries, approve.retry_delay.total_seconds(), cutover.retries) == (1, 5, 0)
 
 
 def test_missing_config_is_an_import_error_that_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -210,7 +210,11 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
             subject="Cut over {{ params.source }} -> {{ params.target }}: move the consumer groups?",
             body="{{ ti.xcom_pull(task_ids='preview')['body'] }}",
             trigger_rule=AFTER_OPTIONAL,
-            retries=0,
+            # Airflow 3.3 can fail an approval answered within seconds (apache/airflow 72716,
+            # 71580): a second try asks again instead of the run ending failed. The answer is
+            # the operator's either way; a rejection is not a failure and is never asked again.
+            retries=1,
+            retry_delay=timedelta(seconds=5),
         )
 
         @task(task_id="cutover", trigger_rule=AFTER_OPTIONAL, retries=0, **quiet)
