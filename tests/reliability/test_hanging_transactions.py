@@ -180,28 +180,37 @@ def test_a_hanging_transaction_in_a_progress_partition_is_ended_by_the_next_plan
     assert progress == {("orders", 0): 2 * TOTAL - 1}, "the dead progress record stayed invisible"
 
 
-def test_a_hanging_progress_record_whose_copy_was_committed_is_written_again_not_aborted(pair) -> None:
+@pytest.mark.parametrize("dead_copy", ["committed", "aborted"])
+def test_a_hanging_progress_record_is_written_again_when_its_copy_committed_and_ended_when_not(
+    pair, dead_copy
+) -> None:
     """A single-node target killed right after a copy's commit came back with the copy's records
     committed in the remote partition and its progress record open: restarted, the broker dropped
     the commit's marker in the progress partition ("likely deleted already"). The plan ended that
     transaction by an abort, progress went back, and the next run copied the same records again
     (2,000 twice in the suite's crash test). The remote partition ends with the very record the
-    open progress names, so the plan now writes that progress again after the abort."""
+    open progress names, so the plan now writes that progress again after the abort. When the
+    copy was aborted instead (its records lie aborted at the end of the remote partition, more of
+    them than the first window the check reads), the transaction is ended and the range copied."""
     src, dst = pair
     config = mirror_config(
         [src, dst], ["A->B"], {"topics": "orders", "B.producer.transaction.timeout.ms": "10000"}
     )
     assert run_once(config, "A", "B").records == TOTAL
+    dead_end = 4 * TOTAL  # more records than landed.LOOK_BACK
     produce(
-        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, 2 * TOTAL)]
+        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, dead_end)]
     )
-    # The dead copy's records of [TOTAL, 2 * TOTAL), committed on the target as a copy writes them.
+    # The dead copy's records of [TOTAL, dead_end), committed or aborted on the target.
     dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
     dead.init_transactions(30)
     dead.begin_transaction()
     for record in read_all(src.bootstrap, "orders")[TOTAL:]:
         dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
-    dead.commit_transaction(30)
+    if dead_copy == "committed":
+        dead.commit_transaction(30)
+    else:
+        dead.abort_transaction(30)
     del dead
     key = SourceOffsetKey("A", "orders", 0)
     forge_hanging_transaction(
@@ -209,18 +218,21 @@ def test_a_hanging_progress_record_whose_copy_was_committed_is_written_again_not
         slot_transactional_id("A", "B", writer_slot("orders", 0)),
         PROGRESS,
         key.offsets_partition(25),
-        [(key.key_bytes(), encode_offset_value(2 * TOTAL - 1))],
+        [(key.key_bytes(), encode_offset_value(dead_end - 1))],
         now_ms(),
     )
     produce(
         src.bootstrap,
         "orders",
-        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(2 * TOTAL, 3 * TOTAL)],
+        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(dead_end, dead_end + TOTAL)],
     )
 
     again = run_once(config, "A", "B")
 
-    assert again.spans() == {("orders", 0): (2 * TOTAL, 3 * TOTAL)}, "the committed copy was planned again"
-    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(3 * TOTAL)]
+    start = dead_end if dead_copy == "committed" else TOTAL
+    assert again.spans() == {("orders", 0): (start, dead_end + TOTAL)}, "planned from the wrong progress"
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [
+        b"v%d" % i for i in range(dead_end + TOTAL)
+    ]
     progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
-    assert progress == {("orders", 0): 3 * TOTAL - 1}
+    assert progress == {("orders", 0): dead_end + TOTAL - 1}

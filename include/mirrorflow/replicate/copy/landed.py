@@ -41,8 +41,8 @@ def landed_check(
         if source is None:
             return None
         last = _last_committed(target_consumer, remote_topic(topic), partition)
-        if last is None:
-            return None
+        if last is None or last is False:
+            return last  # not read in time, or nothing committed there
         return _same(source, last)
 
     return landed
@@ -67,29 +67,43 @@ def _record_at(config: Mapping[str, Any], topic: str, partition: int, offset: in
         consumer.close()
 
 
-def _last_committed(config: Mapping[str, Any], topic: str, partition: int) -> Message | None:
-    """The last record a read_committed reader of the partition sees, or None (an empty
-    partition, or none within LOOK_BACK offsets of its last stable offset)."""
+def _last_committed(config: Mapping[str, Any], topic: str, partition: int) -> Message | bool | None:
+    """The last record a read_committed reader of the partition sees; False when it has none
+    (nothing committed: no copy landed there); None when it cannot be read in time. Aborted
+    records and markers may lie after it (a later chunk of a dead copy, aborted), so it is looked
+    for in windows before the last stable offset, each ten times the last."""
     consumer = reader(config)
     try:
         low, stable = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
-        if stable <= low:
-            return None
-        consumer.assign([TopicPartition(topic, partition, max(low, stable - LOOK_BACK))])
-        last = None
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    return last
-                continue
-            last = message
-        return None
+        end, window = stable, LOOK_BACK
+        while end > low:
+            start = max(low, end - window)
+            last = _last_in(consumer, topic, partition, start, stable)
+            if last is not False:
+                return last
+            end, window = start, window * 10
+        return False
     finally:
         consumer.close()
+
+
+def _last_in(consumer: Any, topic: str, partition: int, start: int, stable: int) -> Message | bool | None:
+    """The last committed record from `start` up to the last stable offset, False if none."""
+    consumer.assign([TopicPartition(topic, partition, start)])
+    last: Message | bool = False
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            if message.error().code() == KafkaError._PARTITION_EOF:
+                return last
+            continue
+        last = message
+        if message.offset() >= stable - 1:
+            return last
+    return None
 
 
 def _same(source: Message, remote: Message) -> bool:
