@@ -11,13 +11,14 @@ progress names, the copy had committed and the progress is written again after t
 
 from __future__ import annotations
 
-import time
+import contextlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
-from mirrorflow.kafka import reader
+from mirrorflow.kafka import KafkaCallError, read_partition, reader
 from mirrorflow.policy.provenance import HEADER_PREFIX
 
 # How far back from the last stable offset the last committed record is looked for (aborted
@@ -49,22 +50,15 @@ def landed_check(
 
 
 def _record_at(config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message | None:
-    consumer = reader(config)
+    """The source record at `offset`; None when it is gone or cannot be read in time."""
+    read = read_partition(
+        config, topic, partition, start=offset, end=offset + 1, idle_timeout_s=READ_TIMEOUT_S
+    )
     try:
-        consumer.assign([TopicPartition(topic, partition, offset)])
-        deadline = time.monotonic() + READ_TIMEOUT_S
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    return None
-                continue
-            return message if message.offset() == offset else None
+        with contextlib.closing(read):
+            return next(read, None)
+    except (KafkaException, KafkaCallError):
         return None
-    finally:
-        consumer.close()
 
 
 def _last_committed(config: Mapping[str, Any], topic: str, partition: int) -> Message | bool | None:
@@ -75,35 +69,21 @@ def _last_committed(config: Mapping[str, Any], topic: str, partition: int) -> Me
     consumer = reader(config)
     try:
         low, stable = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=READ_TIMEOUT_S)
-        end, window = stable, LOOK_BACK
-        while end > low:
-            start = max(low, end - window)
-            last = _last_in(consumer, topic, partition, start, stable)
-            if last is not False:
-                return last
-            end, window = start, window * 10
-        return False
     finally:
         consumer.close()
-
-
-def _last_in(consumer: Any, topic: str, partition: int, start: int, stable: int) -> Message | bool | None:
-    """The last committed record from `start` up to the last stable offset, False if none."""
-    consumer.assign([TopicPartition(topic, partition, start)])
-    last: Message | bool = False
-    deadline = time.monotonic() + READ_TIMEOUT_S
-    while time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        if message.error() is not None:
-            if message.error().code() == KafkaError._PARTITION_EOF:
-                return last
-            continue
-        last = message
-        if message.offset() >= stable - 1:
-            return last
-    return None
+    end, window = stable, LOOK_BACK
+    try:
+        while end > low:
+            start = max(low, end - window)
+            tail = deque(
+                read_partition(config, topic, partition, start=start, idle_timeout_s=READ_TIMEOUT_S), 1
+            )
+            if tail:
+                return tail[0]
+            end, window = start, window * 10
+    except (KafkaException, KafkaCallError):
+        return None
+    return False
 
 
 def _same(source: Message, remote: Message) -> bool:
