@@ -236,3 +236,54 @@ def test_a_hanging_progress_record_is_written_again_when_its_copy_committed_and_
     ]
     progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
     assert progress == {("orders", 0): dead_end + TOTAL - 1}
+
+
+def test_a_slot_writer_that_meets_a_hanging_progress_record_whose_copy_committed_writes_it_again(
+    pair,
+) -> None:
+    """The same loss at a slot writer's settle, for a transaction left hanging after the plan was
+    made (a target that crashed while a run copied): the writer ended it by an abort without
+    asking whether its copy had committed, its progress went back, and it copied the dead copy's
+    committed records again in the same run. It now writes that progress again after the abort
+    and resumes right after it."""
+    src, dst = pair
+    job = make_job(
+        src, dst, target_producer={"bootstrap.servers": dst.bootstrap, "transaction.timeout.ms": 10000}
+    )
+    assert copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, TOTAL)).ok
+    dead_end = 3 * TOTAL
+    produce(
+        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, dead_end)]
+    )
+    dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
+    dead.init_transactions(30)
+    dead.begin_transaction()
+    for record in read_all(src.bootstrap, "orders")[TOTAL:]:
+        dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
+    dead.commit_transaction(30)
+    del dead
+    key = SourceOffsetKey("A", "orders", 0)
+    forge_hanging_transaction(
+        dst.bootstrap,
+        slot_transactional_id("A", "B", writer_slot("orders", 0)),
+        PROGRESS,
+        key.offsets_partition(25),
+        [(key.key_bytes(), encode_offset_value(dead_end - 1))],
+        now_ms(),
+    )
+    produce(
+        src.bootstrap,
+        "orders",
+        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(dead_end, dead_end + TOTAL)],
+    )
+    planned_before = PartitionSpan("orders", 0, "A.orders", TOTAL, dead_end + TOTAL, progress=TOTAL - 1)
+
+    result = copy_unit(job, planned_before)
+
+    assert result.ok, result.error
+    assert result.records == TOTAL, "the dead copy's committed records were copied again"
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [
+        b"v%d" % i for i in range(dead_end + TOTAL)
+    ]
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert progress == {("orders", 0): dead_end + TOTAL - 1}

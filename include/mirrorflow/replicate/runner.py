@@ -51,6 +51,7 @@ def copy_job_for(
         unreachable_timeout_s=flow.cluster_unreachable_timeout_ms / 1000,
         max_bytes_per_second=flow.replicate_max_bytes_per_second,
         workers=workers or max(1, len(plan.slices())),
+        remote_topics={span.topic: span.remote_topic for span in plan.spans},
     )
 
 

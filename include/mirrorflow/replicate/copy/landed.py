@@ -35,13 +35,19 @@ Landed = Callable[[str, int, int], "bool | None"]
 def landed_check(
     source_consumer: Mapping[str, Any],
     target_consumer: Mapping[str, Any],
-    remote_topic: Callable[[str], str],
+    remote_topic: Callable[[str], str | None],
 ) -> Landed:
+    """`remote_topic` names a source topic's remote topic; None where the caller does not know
+    it (a slot writer knows the topics it was given), which answers "cannot be told"."""
+
     def landed(topic: str, partition: int, offset: int) -> bool | None:
+        remote = remote_topic(topic)
+        if remote is None:
+            return None
         source = _record_at(source_consumer, topic, partition, offset)
         if source is None:
             return None
-        last = _last_committed(target_consumer, remote_topic(topic), partition)
+        last = _last_committed(target_consumer, remote, partition)
         if last is None or last is False:
             return last  # not read in time, or nothing committed there
         return _same(source, last)

@@ -47,6 +47,7 @@ from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import stats
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob, Fenced
+from mirrorflow.replicate.copy.landed import landed_check
 from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress, fenced_producer
 from mirrorflow.replicate.progress import ProgressBlocked, Stored
 
@@ -75,6 +76,10 @@ class SlotWriter:
         self._checked: set[Where] = set()
         self._settled: set[Where] = set()
         self._older_fenced: set[str] = set()
+        self._remote: dict[str, str] = dict(job.remote_topics)
+        """Source topic -> remote topic: the plan's, and every topic this writer was given since
+        (a micro-batch window finds new ones); what a landed check reads (copy/landed.py) when a
+        settle meets a hanging progress record."""
 
     # -- what the writer knows ------------------------------------------------------------------
     def stored(self, topic: str, partition: int) -> Stored | None:
@@ -140,6 +145,7 @@ class SlotWriter:
             self._settled.clear()
             self.landing.clear()
             stats.add("writers_opened")
+        self._remote.update((c.span.topic, c.span.remote_topic) for c in copies)
         fresh = [c for c in copies if (c.span.topic, c.span.partition) not in self._settled]
         if fresh:
             # Older writers the plan saw first (their open transactions would hold the settle),
@@ -198,7 +204,10 @@ class SlotWriter:
 
     def _sweep_progress(self, stuck: dict[int, int], watch: ClusterWatch) -> None:
         """End the hanging transactions that held a settle (progress_sweep.py), with this writer's
-        own producer where the slot's id is the one that ends it."""
+        own producer where the slot's id is the one that ends it. As the plan step does, each is
+        first checked for a copy that had committed (copy/landed.py): its progress is then
+        written again; one of a topic this writer does not know is left open and reported (the
+        next plan, which knows every topic of the flow, ends it)."""
         job = self.job
         own = self.producer if job.exactly_once else self.fence
         end_hanging_progress(
@@ -211,6 +220,7 @@ class SlotWriter:
             ends=self.shared.end_readers(),
             watch=watch,
             own=None if own is None else (self.transactional_id, own),
+            landed=landed_check(job.source_consumer, job.target_consumer, self._remote.get),
         )
 
     # -- before writing a remote partition -----------------------------------------------------
