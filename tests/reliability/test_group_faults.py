@@ -25,7 +25,7 @@ from mirrorflow.replicate.progress import read_progress
 
 from ..integration.kafkatools import create_topics, read_topic
 from ..integration.mirror_setup import mm2_text
-from .test_kill_nine import MIRRORFLOW, assert_copied_once, kill_nine, produce_trial
+from .test_kill_nine import MIRRORFLOW, assert_copied_once, caught_up, kill_nine, produce_trial
 
 SEED = 4_242
 PARTITIONS = 24
@@ -84,9 +84,10 @@ def test_kill_nine_inside_shared_transactions_never_duplicates(kafka_clusters, t
         killed += kill_nine(run, where) > 0
         assert_committed_prefixes(a, b, topic, where)
     assert killed >= 2, f"only {killed} of 4 runs were still running when killed"
+    done_before = caught_up(a, b, topic, PARTITIONS)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
-    assert_copied_once(a, b, topic, PARTITIONS, f"seed {SEED}, clean rerun")
+    assert_copied_once(a, b, topic, PARTITIONS, f"seed {SEED}, clean rerun", done_before)
 
 
 def test_a_run_frozen_inside_a_shared_transaction_wakes_fenced(kafka_clusters, tmp_path) -> None:

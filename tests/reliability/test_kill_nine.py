@@ -264,9 +264,12 @@ def assert_syncs_exact(
     target: dict[int, list[Rec]],
     where: str,
     partitions: int = PARTITIONS,
+    unsynced_ok: frozenset[int] = frozenset(),
 ) -> None:
-    """Each offset-sync's downstream offset holds the record with its upstream offset."""
-    assert {s.partition for s in syncs} == set(range(partitions)), f"{where}partitions without syncs"
+    """Each offset-sync's downstream offset holds the record with its upstream offset, and every
+    partition but those of `unsynced_ok` has one."""
+    unsynced = set(range(partitions)) - {s.partition for s in syncs} - unsynced_ok
+    assert not unsynced, f"{where}partitions without syncs: {sorted(unsynced)}"
     at = {(p, r.offset): r.content() for p in range(partitions) for r in target[p]}
     wrong = [
         s
@@ -277,9 +280,21 @@ def assert_syncs_exact(
     assert not wrong, f"{where}{len(wrong)} of {len(syncs)} offset-syncs point elsewhere, e.g. {wrong[0]}"
 
 
-def assert_copied_once(a, b, topic: str, partitions: int, where: str) -> None:
-    """The remote topic equals its source record for record, offset-syncs are exact and
-    progress stands at the source's end."""
+def caught_up(a, b, topic: str, partitions: int) -> frozenset[int]:
+    """The partitions whose progress already stands at the source's end: a clean rerun copies
+    nothing there, so offset-syncs a killed run committed the records of but had not yet sent
+    (they go to the source after the commit) stay unwritten (docs/reference/limits.md)."""
+    source = read_topic(a.bootstrap, topic, partitions)
+    progress = read_progress({"bootstrap.servers": b.bootstrap}, PROGRESS, "A")
+    return frozenset(p for p in range(partitions) if progress.get((topic, p), -1) == len(source[p]) - 1)
+
+
+def assert_copied_once(
+    a, b, topic: str, partitions: int, where: str, unsynced_ok: frozenset[int] = frozenset()
+) -> None:
+    """The remote topic equals its source record for record, offset-syncs are exact (and there
+    for every partition but those of `unsynced_ok`, see caught_up) and progress stands at the
+    source's end."""
     source = read_topic(a.bootstrap, topic, partitions)
     target = read_topic(b.bootstrap, f"A.{topic}", partitions)
     for p in range(partitions):
@@ -289,7 +304,7 @@ def assert_copied_once(a, b, topic: str, partitions: int, where: str) -> None:
         missing = [r.offset for r in source[p] if r.content() not in copied]
         assert not missing, f"{where}partition {p}: {len(missing)} records missing, from offset {missing[0]}"
         assert [r.content() for r in target[p]] == [r.content() for r in source[p]], f"{where}partition {p}"
-    assert_syncs_exact(offset_syncs(a.bootstrap, topic), source, target, where, partitions)
+    assert_syncs_exact(offset_syncs(a.bootstrap, topic), source, target, where, partitions, unsynced_ok)
     progress = read_progress({"bootstrap.servers": b.bootstrap}, PROGRESS, "A")
     assert {k: v for k, v in progress.items() if k[0] == topic} == {
         (topic, p): len(source[p]) - 1 for p in range(partitions)
@@ -449,10 +464,11 @@ def test_exactly_once_after_kill_nine_at_random_moments(kafka_clusters, tmp_path
         a, b, tmp_path, topic, EXACTLY_ONCE_TRIALS, "exactly-once", random.Random(SEED), phases
     )
     where = f"seed {SEED}, after {EXACTLY_ONCE_TRIALS} exactly-once trials"
+    done_before = caught_up(a, b, topic, PARTITIONS)
     clean_rerun(command, tmp_path / "clean-rerun.log", where)
     where += ":\n" + "\n".join(lines) + "\n"
 
-    assert_copied_once(a, b, topic, PARTITIONS, where)
+    assert_copied_once(a, b, topic, PARTITIONS, where, done_before)
     assert all(
         len(records) == EXACTLY_ONCE_TRIALS * PER_TRIAL // PARTITIONS
         for records in read_topic(a.bootstrap, topic, PARTITIONS).values()
