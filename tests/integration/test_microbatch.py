@@ -45,9 +45,13 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
         "the first window copies",
     )
-    second = WindowRun(config, unique("second"), length_s=8, handover=False)
+    second = WindowRun(config, unique("second"), length_s=12, handover=False)
     second.start()
-    time.sleep(3)
+    # Records keep coming until the first window has let every slot go, and a while after: on a
+    # loaded machine the handover took longer than the producer ran, and the second window
+    # rightly copied nothing (so its status records had nothing to show).
+    _wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
+    time.sleep(2)
     sent = producer.stop()
     before, after = first.result(), second.result()
 
