@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Message, TopicPartition
 
-from mirrorflow.kafka import KafkaCallError, read_partition, reader
+from mirrorflow.kafka import UNKNOWN, KafkaCallError, read_partition, reader
 from mirrorflow.policy.provenance import HEADER_PREFIX
 
 # How far back from the last stable offset the last committed record is looked for (aborted
@@ -38,9 +38,14 @@ def landed_check(
     remote_topic: Callable[[str], str | None],
 ) -> Landed:
     """`remote_topic` names a source topic's remote topic; None where the caller does not know
-    it (a slot writer knows the topics it was given), which answers "cannot be told"."""
+    it (a slot writer knows its plan's topics), which answers "cannot be told". A source partition
+    that no longer exists answers False: its progress copies nothing more, so ending it loses
+    nothing."""
 
     def landed(topic: str, partition: int, offset: int) -> bool | None:
+        exists = _source_has(source_consumer, topic, partition)
+        if not exists:
+            return exists  # None: the source did not answer; False: gone
         remote = remote_topic(topic)
         if remote is None:
             return None
@@ -53,6 +58,22 @@ def landed_check(
         return _same(source, last)
 
     return landed
+
+
+def _source_has(config: Mapping[str, Any], topic: str, partition: int) -> bool | None:
+    """Whether the source has the partition; None when its metadata cannot be read in time."""
+    consumer = reader(config)
+    try:
+        found = consumer.list_topics(topic, timeout=READ_TIMEOUT_S).topics.get(topic)
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+    if found is None or (found.error is not None and found.error.code() in UNKNOWN):
+        return False
+    if found.error is not None:
+        return None
+    return partition in found.partitions
 
 
 def _record_at(config: Mapping[str, Any], topic: str, partition: int, offset: int) -> Message | None:
