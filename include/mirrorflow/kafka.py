@@ -42,10 +42,15 @@ LEADER_GONE = (
 # (get_watermark_offsets raises NOT_LEADER_FOR_PARTITION with retriable() false), so they are named.
 # OFFSET_NOT_AVAILABLE is a newly elected leader whose high watermark has not caught up yet: Kafka
 # refuses offsets until it has, so that they never go backwards.
+# The leader-epoch answers come from a broker whose metadata lags the leader epoch the client
+# sent ("Leader epoch is newer than broker epoch", seen from ListOffsets on a loaded machine right
+# after a topic's creation); Kafka's own clients retry them too.
 ASK_AGAIN = (
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
 )
 
 # What a cluster answers for a partition it does not have.
