@@ -45,7 +45,7 @@ airflow: setup
 	scripts/airflow-local $(if $(MIRRORFLOW_CONFIG),,--local-clusters)
 
 test: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 2
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3
 
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/run_all.py

@@ -41,6 +41,7 @@ from confluent_kafka.admin import (
 from xdist.scheduler import LoadGroupScheduling
 
 from localkafka import LocalKafka, Security
+from localkafka.runtime import JVM_OPTS_ENV
 from localkafka.settings import QUICK_CLUSTER
 from tests.client_leaks import leaked_since, running_clients
 
@@ -51,8 +52,18 @@ if "AIRFLOW_HOME" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["AIRFLOW_HOME"], ignore_errors=True)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
+# The JVMs the suite starts (brokers, MM2, Spark drivers) live for seconds to minutes, where the
+# C2 compiler costs more CPU than it gives back: C1 only cut the CPU of a broker-heavy third of the
+# suite by 40% and a Spark job's by a third (docs/development/tests.md). Only the JIT level
+# changes; every Kafka setting is the test's own, and a user's environment value wins.
+os.environ.setdefault(JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 ALIASES = ("A", "B", "C", "D")
-TEST_BROKER_OVERRIDES = QUICK_CLUSTER
+# QUICK_CLUSTER, and the controller's no-op metadata record every 5 s instead of every 0.5 s
+# (metadata.max.idle.interval.ms): an idle broker then costs 1.3 CPU-seconds a minute, not 1.9, and
+# a worker keeps four of them for the session.
+TEST_BROKER_OVERRIDES = {**QUICK_CLUSTER, "metadata.max.idle.interval.ms": 5000}
 # The worker clusters run Kafka's StandardAuthorizer, as production clusters do, so ACL sync
 # meets a real authorizer; their PLAINTEXT listener is a super user (see localkafka.settings).
 WITH_AUTHORIZER = Security(authorizer=True)
