@@ -115,14 +115,35 @@ def _partition_count(consumer: Consumer, topics: Iterable[str]) -> int:
     return sum(len(metadata[t].partitions) for t in topics)
 
 
+COORDINATOR_MOVING = (
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+)
+
+
 def commit_at(bootstrap: str, group: str, offsets: dict[tuple[str, int], int], metadata: str = "") -> None:
-    """Commit chosen offsets for `group`, as an application does after seeking."""
+    """Commit chosen offsets for `group`, as an application does after seeking; a coordinator
+    still loading its partition of __consumer_offsets (a cluster just started or emptied, on a
+    loaded machine) is asked again, as Kafka's clients do."""
     consumer = group_consumer(bootstrap, group)
+    deadline = time.monotonic() + 60
     try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o, metadata=metadata) for (t, p), o in offsets.items()],
-            asynchronous=False,
-        )
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(t, p, o, metadata=metadata) for (t, p), o in offsets.items()],
+                    asynchronous=False,
+                )
+                return
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                again = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in COORDINATOR_MOVING
+                )
+                if not again or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
 
