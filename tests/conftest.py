@@ -53,7 +53,7 @@ if "AIRFLOW_HOME" not in os.environ:
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 # The JVMs the suite starts (brokers, MM2, Spark drivers) live for seconds to minutes, where the
-# C2 compiler costs more CPU than it gives back: C1 only cut the CPU of a broker-heavy third of the
+# C2 compiler costs more CPU than it gives back: C1 only cut the CPU of a broker-heavy subset of the
 # suite by 40% and a Spark job's by a third (docs/development/tests.md). Only the JIT level
 # changes; every Kafka setting is the test's own, and a user's environment value wins.
 os.environ.setdefault(JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
