@@ -54,6 +54,39 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def dead_copy_and_its_hanging_progress(src, dst, dead_end: int, *, committed: bool) -> None:
+    """Offsets [TOTAL, dead_end) produced on the source and copied by a dead copy whose
+    transaction was committed or aborted on the target, its progress record (naming dead_end - 1)
+    left hanging in the progress partition, then TOTAL more records on the source."""
+    produce(
+        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, dead_end)]
+    )
+    dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
+    dead.init_transactions(30)
+    dead.begin_transaction()
+    for record in read_all(src.bootstrap, "orders")[TOTAL:]:
+        dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
+    if committed:
+        dead.commit_transaction(30)
+    else:
+        dead.abort_transaction(30)
+    del dead
+    key = SourceOffsetKey("A", "orders", 0)
+    forge_hanging_transaction(
+        dst.bootstrap,
+        slot_transactional_id("A", "B", writer_slot("orders", 0)),
+        PROGRESS,
+        key.offsets_partition(25),
+        [(key.key_bytes(), encode_offset_value(dead_end - 1))],
+        now_ms(),
+    )
+    produce(
+        src.bootstrap,
+        "orders",
+        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(dead_end, dead_end + TOTAL)],
+    )
+
+
 def test_a_hanging_transaction_of_the_slot_in_a_remote_partition_is_ended_before_the_copy_writes(
     pair,
 ) -> None:
@@ -198,34 +231,7 @@ def test_a_hanging_progress_record_is_written_again_when_its_copy_committed_and_
     )
     assert run_once(config, "A", "B").records == TOTAL
     dead_end = 4 * TOTAL  # more records than landed.LOOK_BACK
-    produce(
-        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, dead_end)]
-    )
-    # The dead copy's records of [TOTAL, dead_end), committed or aborted on the target.
-    dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
-    dead.init_transactions(30)
-    dead.begin_transaction()
-    for record in read_all(src.bootstrap, "orders")[TOTAL:]:
-        dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
-    if dead_copy == "committed":
-        dead.commit_transaction(30)
-    else:
-        dead.abort_transaction(30)
-    del dead
-    key = SourceOffsetKey("A", "orders", 0)
-    forge_hanging_transaction(
-        dst.bootstrap,
-        slot_transactional_id("A", "B", writer_slot("orders", 0)),
-        PROGRESS,
-        key.offsets_partition(25),
-        [(key.key_bytes(), encode_offset_value(dead_end - 1))],
-        now_ms(),
-    )
-    produce(
-        src.bootstrap,
-        "orders",
-        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(dead_end, dead_end + TOTAL)],
-    )
+    dead_copy_and_its_hanging_progress(src, dst, dead_end, committed=dead_copy == "committed")
 
     again = run_once(config, "A", "B")
 
@@ -252,30 +258,7 @@ def test_a_slot_writer_that_meets_a_hanging_progress_record_whose_copy_committed
     )
     assert copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, TOTAL)).ok
     dead_end = 3 * TOTAL
-    produce(
-        src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL, dead_end)]
-    )
-    dead = Producer({"bootstrap.servers": dst.bootstrap, "transactional.id": "dead-copy"})
-    dead.init_transactions(30)
-    dead.begin_transaction()
-    for record in read_all(src.bootstrap, "orders")[TOTAL:]:
-        dead.produce("A.orders", record.value, record.key, 0, timestamp=record.timestamp)
-    dead.commit_transaction(30)
-    del dead
-    key = SourceOffsetKey("A", "orders", 0)
-    forge_hanging_transaction(
-        dst.bootstrap,
-        slot_transactional_id("A", "B", writer_slot("orders", 0)),
-        PROGRESS,
-        key.offsets_partition(25),
-        [(key.key_bytes(), encode_offset_value(dead_end - 1))],
-        now_ms(),
-    )
-    produce(
-        src.bootstrap,
-        "orders",
-        [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(dead_end, dead_end + TOTAL)],
-    )
+    dead_copy_and_its_hanging_progress(src, dst, dead_end, committed=True)
     planned_before = PartitionSpan("orders", 0, "A.orders", TOTAL, dead_end + TOTAL, progress=TOTAL - 1)
 
     result = copy_unit(job, planned_before)
