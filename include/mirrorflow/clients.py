@@ -12,7 +12,8 @@ from typing import Any
 
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.kafka import LIBRDKAFKA_LOG, UNREACHABLE_TIMEOUT_KEY, ClusterUnreachable, no_answer
+from mirrorflow.kafka import LIBRDKAFKA_LOG, UNREACHABLE_TIMEOUT_KEY, ClusterUnreachable
+from mirrorflow.kafka_diagnosis import no_answer
 
 ClientConfig = dict[str, Any]
 

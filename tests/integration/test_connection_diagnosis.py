@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from localkafka import LocalKafka, Security
 from mirrorflow.cli import main
-from mirrorflow.kafka import no_answer
+from mirrorflow.kafka_diagnosis import no_answer
 
 from ..conftest import Cluster
 from .mirror_setup import mm2_text

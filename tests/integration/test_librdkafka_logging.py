@@ -23,7 +23,8 @@ from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints
 from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.topic_sync import run_sync_topic_configs
-from mirrorflow.kafka import ClusterUnreachable, no_answer
+from mirrorflow.kafka import ClusterUnreachable
+from mirrorflow.kafka_diagnosis import no_answer
 from mirrorflow.replicate.service import plan_run
 
 from ..conftest import Cluster

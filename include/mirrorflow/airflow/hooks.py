@@ -27,7 +27,8 @@ from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.kafka import LIBRDKAFKA_LOG, no_answer
+from mirrorflow.kafka import LIBRDKAFKA_LOG
+from mirrorflow.kafka_diagnosis import no_answer
 
 CONN_TYPE = "mirrorflow_kafka"
 TEST_TIMEOUT_S = 8.0

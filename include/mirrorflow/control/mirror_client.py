@@ -39,8 +39,8 @@ from mirrorflow.kafka import (
     KafkaCallError,
     admin_client,
     list_offsets,
-    no_answer,
 )
+from mirrorflow.kafka_diagnosis import no_answer
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
 from mirrorflow.ops.verification.report import SUMMARY_KIND as VERIFY_SUMMARY_KIND

@@ -39,7 +39,8 @@ from mirrorflow.control.translation.bounds import partition_bounds, records_left
 from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
 from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.control.translation.rule import Status
-from mirrorflow.kafka import KafkaCallError, admin_client, no_answer
+from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.kafka_diagnosis import no_answer
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.ops.divergent_tail import (
     ASIDE,
