@@ -76,10 +76,11 @@ class SlotWriter:
         self._checked: set[Where] = set()
         self._settled: set[Where] = set()
         self._older_fenced: set[str] = set()
-        self._remote: dict[str, str] = dict(job.remote_topics)
-        """Source topic -> remote topic: the plan's, and every topic this writer was given since
-        (a micro-batch window finds new ones); what a landed check reads (copy/landed.py) when a
-        settle meets a hanging progress record."""
+        self._given: dict[str, str] = {}
+        """Source topic -> remote topic of the topics this writer was given (a micro-batch window
+        finds new ones after its plan); with the plan's (job.remote_topics, shared by every
+        writer, not copied into each), what a landed check reads (copy/landed.py) when a settle
+        meets a hanging progress record."""
 
     # -- what the writer knows ------------------------------------------------------------------
     def stored(self, topic: str, partition: int) -> Stored | None:
@@ -145,7 +146,7 @@ class SlotWriter:
             self._settled.clear()
             self.landing.clear()
             stats.add("writers_opened")
-        self._remote.update((c.span.topic, c.span.remote_topic) for c in copies)
+        self._given.update((c.span.topic, c.span.remote_topic) for c in copies)
         fresh = [c for c in copies if (c.span.topic, c.span.partition) not in self._settled]
         if fresh:
             # Older writers the plan saw first (their open transactions would hold the settle),
@@ -220,8 +221,11 @@ class SlotWriter:
             ends=self.shared.end_readers(),
             watch=watch,
             own=None if own is None else (self.transactional_id, own),
-            landed=landed_check(job.source_consumer, job.target_consumer, self._remote.get),
+            landed=landed_check(job.source_consumer, job.target_consumer, self._remote_topic),
         )
+
+    def _remote_topic(self, topic: str) -> str | None:
+        return self.job.remote_topics.get(topic) or self._given.get(topic)
 
     # -- before writing a remote partition -----------------------------------------------------
     def ensure_clear(
