@@ -14,7 +14,7 @@ crash, too.
 
 from __future__ import annotations
 
-import os
+import json
 import random
 import subprocess
 import sys
@@ -120,16 +120,19 @@ def assert_remote_equals_source(a: Cluster, target_bootstrap: str) -> None:
     assert not wrong, f"{len(wrong)} offset-syncs point elsewhere, e.g. {wrong[0]}"
 
 
-def validate_connect(config: Path) -> str:
+def validate_connect(config: Path) -> list[dict]:
+    """`validate --connect`'s problems, but the slow-link warning: on a loaded test machine a
+    loopback round trip can reach the 10 ms that names a WAN link (seen once at 10.5 ms under the
+    suite's three workers), which says nothing about the target's durability."""
     result = subprocess.run(
-        [MIRRORFLOW, "validate", "--connect", str(config)],
+        [MIRRORFLOW, "validate", "--connect", "--output", "json", str(config)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "COLUMNS": "250"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
+    problems = json.loads(result.stdout)["problems"]
+    return [p for p in problems if not p["key"].endswith("max.partition.fetch.bytes")]
 
 
 def test_a_target_leader_killed_mid_copy_loses_nothing_and_duplicates_nothing(local_kafka, tmp_path) -> None:
@@ -143,7 +146,7 @@ def test_a_target_leader_killed_mid_copy_loses_nothing_and_duplicates_nothing(lo
         f"A.bootstrap.servers = {a.bootstrap}\nB.bootstrap.servers = {b.bootstrap}\n" + DURABLE_TARGET
     )
     checked = validate_connect(config)
-    assert "0 error(s), 0 warning(s)" in checked, checked
+    assert checked == [], checked
     command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
 
@@ -211,4 +214,4 @@ def test_a_target_leader_killed_mid_copy_loses_nothing_and_duplicates_nothing(lo
         time.sleep(0.2)
     assert_remote_equals_source(a, b.bootstrap)
     checked = validate_connect(config)
-    assert "0 error(s), 0 warning(s)" in checked, checked
+    assert checked == [], checked
