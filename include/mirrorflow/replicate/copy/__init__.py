@@ -41,7 +41,10 @@ def copy_unit(job: CopyJob, span, shared: SharedClients | None = None) -> UnitRe
     if shared is None:
         with SharedClients(job) as own:
             return copy_units(job, [span], own)[0]
-    return copy_units(job, [span], shared)[0]
+    try:
+        return copy_units(job, [span], shared)[0]
+    finally:
+        shared.settle_syncs()
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from mirrorflow.replicate.copy.calls import (
     source_consumer_config,
     watches,
 )
+from mirrorflow.replicate.copy.held_syncs import SYNC_WAIT_S, HeldSyncs
 from mirrorflow.replicate.copy.job import CopyJob, UnitResult, settle_timeout_s
 from mirrorflow.replicate.progress import ProgressReader
 
@@ -132,6 +133,13 @@ class SharedClients:
         self.watches = watches(job)
         """(source, target) reachability, as every copy of the worker sees it."""
         self.throttle = Throttle(job.max_bytes_per_second / max(1, job.workers))
+        self.syncs = HeldSyncs(
+            job.offset_syncs_topic or "",
+            lambda: self.end_readers()[0],
+            lambda: self.sync_producer(self.watches[0]),
+            job.unreachable_timeout_s,
+        )
+        """Source-side offset-syncs of committed copies, sent once their records are visible."""
 
     # -- writers -------------------------------------------------------------------------------
     def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)
@@ -258,12 +266,30 @@ class SharedClients:
                 )
             return self._sync_producer
 
+    def settle_syncs(self) -> None:
+        """At the end of a copy call: send the held offset-syncs whose records show on the target
+        (waiting up to held_syncs.SYNC_WAIT_S for them), count the others as not sent, and wait
+        for the source's acknowledgements. Never raises; every sync not written is counted as an
+        error of its partition (a purged one through its delivery callback)."""
+        gone = self.unreachable.unreachable if self.unreachable is not None else None
+        if gone == self.job.target:
+            self.syncs.give_up(f"cluster {gone} is unreachable: whether their records are visible is unknown")
+        else:
+            self.syncs.release(wait_s=SYNC_WAIT_S)
+            self.syncs.give_up(
+                f"their records were not visible to read_committed readers after {SYNC_WAIT_S:.0f}s: "
+                "a transaction open before them on the target, or commit markers lost in a target crash"
+            )
+        producer = self._sync_producer
+        if self.flush_syncs() and producer is not None:
+            with contextlib.suppress(KafkaException, SystemError, RuntimeError):
+                producer.purge()
+                producer.poll(0)
+
     def flush_syncs(self) -> int:
         """Send the offset-syncs still queued; how many could not be sent (never raises)."""
         if self._sync_producer is None or self._sync_watch is None:
             return 0
-        # With slots copied side by side this waits for their syncs too, and syncs still unsent
-        # when it gives up (the source unreachable) count for each copy waiting.
         try:
             return flush(self._sync_producer, self._sync_watch)
         except (ClusterUnreachable, KafkaException, SystemError):
@@ -273,10 +299,7 @@ class SharedClients:
     def close(self) -> None:
         for writer in list(self._writers.values()):
             writer.close()
-        self.flush_syncs()  # every copy flushed and counted its own; nothing is left here
-        if self._sync_producer is not None:
-            with contextlib.suppress(KafkaException, SystemError, RuntimeError):
-                self._sync_producer.purge()
+        self.settle_syncs()  # every copy call settled its own; nothing is left here
         self.progress.close()
         with self._lock:
             idle, self._idle = self._idle, []

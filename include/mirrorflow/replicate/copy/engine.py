@@ -55,12 +55,16 @@ class CopyWorker:
             ):
                 results[index] = result
 
-        if len(groups) > 1:
-            for future in [self._pool.submit(copy_group, indexes) for indexes in groups]:
-                future.result()
-        else:
-            for indexes in groups:
-                copy_group(indexes)
+        try:
+            if len(groups) > 1:
+                for future in [self._pool.submit(copy_group, indexes) for indexes in groups]:
+                    future.result()
+            else:
+                for indexes in groups:
+                    copy_group(indexes)
+        finally:
+            # One batched look at the target for every partition's held offset-syncs.
+            self.shared.settle_syncs()
         return [result for result in results if result is not None]
 
     def committed(self) -> dict[tuple[str, int], int]:

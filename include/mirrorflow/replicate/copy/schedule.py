@@ -102,10 +102,6 @@ class _SlotCopy:
         finally:
             if self.reader is not None:
                 self.shared.give_back(self.reader.pooled, reusable=self.reader_ok)
-            unsent = self.shared.flush_syncs()
-            if unsent:
-                sent = [c.result for c in self.copies if c.result.offset_syncs]
-                (sent or [self.copies[0].result])[0].offset_sync_errors += unsent
 
     # -- before anything is written -----------------------------------------------------------
     def _check_live(self) -> None:

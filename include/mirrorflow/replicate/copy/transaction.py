@@ -16,7 +16,6 @@ commit (counting, the source-side offset-syncs) never fails the copy.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -30,6 +29,7 @@ from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate.copy.calls import abort, flush_all, is_fencing, is_too_large, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy, feed_runs
 from mirrorflow.replicate.copy.clients import SharedClients
+from mirrorflow.replicate.copy.held_syncs import SyncRecords, produce_syncs
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced
 from mirrorflow.replicate.copy.reader import SourceReader
 from mirrorflow.replicate.copy.refusal import RecordRefused
@@ -38,8 +38,6 @@ from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record
 
 log = logging.getLogger("mirrorflow.replicate.copy")
-
-SyncRecords = list[tuple[OffsetSync, list[tuple[str, bytes]]]]
 
 
 class Interleaved(Exception):
@@ -86,7 +84,7 @@ def transact(
     """Copy the next bounded piece of each of `copies` in one transaction; on success their
     positions, results and the writer's committed progress have moved. Raises on failure, the
     transaction aborted or decided not to have committed; the caller drops the writer's producer."""
-    source_watch, watch = watches
+    watch = watches[1]
     producer = writer.producer
     assert producer is not None and shared.progress_partitions is not None
     started = time.monotonic()
@@ -105,7 +103,7 @@ def transact(
     commit = os.urandom(6).hex()
     outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
     _commit(staged, producer if exactly_once else writer.fence, writer, shared, watch, commit)
-    _after_commit(job, staged, outgoing, shared, writer, source_watch, time.monotonic() - started, commit)
+    _after_commit(job, staged, outgoing, shared, writer, time.monotonic() - started, commit)
 
 
 def _staged(
@@ -207,7 +205,7 @@ def _stage_progress(
             for s in syncs
         ]
         if job.offset_syncs_on_target and job.offset_syncs_topic:
-            _produce_syncs(producer, job.offset_syncs_topic, records)
+            produce_syncs(producer, job.offset_syncs_topic, records)
         outgoing.append(records)
     return outgoing
 
@@ -271,18 +269,14 @@ def _after_commit(
     outgoing: list[SyncRecords],
     shared: SharedClients,
     writer: SlotWriter,
-    source_watch: ClusterWatch,
     seconds: float,
     commit: str,
 ) -> None:
-    """Count what the transaction committed and send the source-side offset-syncs (flushed when
-    the slot's copy ends, see schedule.py); never raises."""
+    """Count what the transaction committed and hand the source-side offset-syncs to the worker,
+    which sends them once their records are visible on the target (held_syncs.py); never raises."""
     marker = 1 if job.exactly_once else 0
     committed_ms = int(time.time() * 1000)
-    sync_producer = None
-    if job.offset_syncs_topic and not job.offset_syncs_on_target and any(outgoing):
-        with contextlib.suppress(Exception):
-            sync_producer = shared.sync_producer(source_watch)
+    source_side = bool(job.offset_syncs_topic) and not job.offset_syncs_on_target
     for index, (item, records) in enumerate(zip(staged, outgoing, strict=True)):
         copy, result = item.copy, item.copy.result
         span = copy.span
@@ -310,38 +304,7 @@ def _after_commit(
         else:
             copy.done = True
         result.offset_syncs += len(records)
-        if records and sync_producer is not None:
-            try:
-                _produce_syncs(sync_producer, job.offset_syncs_topic or "", records, _SyncErrors(result))
-                sync_producer.poll(0)
-            except Exception as exc:  # the copy is committed; a sync that cannot be sent is counted
-                log.warning("offset-syncs of %s-%d not sent: %s", span.topic, span.partition, exc)
-                result.offset_sync_errors += len(records)
-        elif records and not job.offset_syncs_on_target:
-            result.offset_sync_errors += len(records)
-
-
-class _SyncErrors:
-    """Delivery callback of source-side offset-syncs: one the source refuses counts as an error of
-    its partition (it is delivered, or refused, when the worker flushes them: schedule.py)."""
-
-    __slots__ = ("result",)
-
-    def __init__(self, result) -> None:
-        self.result = result
-
-    def __call__(self, error, _message) -> None:
-        if error is not None:
-            self.result.offset_sync_errors += 1
-
-
-def _produce_syncs(producer: Producer, topic: str, records: SyncRecords, on_delivery=None) -> None:
-    for sync, headers in records:
-        producer.produce(
-            topic,
-            key=sync.key_bytes(),
-            value=sync.value_bytes(),
-            partition=0,
-            headers=headers,
-            on_delivery=on_delivery,
-        )
+        if records and source_side:
+            shared.syncs.hold((span.remote_topic, span.partition), records, result)
+    if shared.syncs.due():
+        shared.syncs.release()

@@ -246,6 +246,10 @@ class SlotWriter:
                 self.landing[where] = high
         sweeper = self.producer if job.exactly_once else self.fence
         assert sweeper is not None
+        if stuck:
+            # Before the sweep's abort moves the last stable offset past them: offset-syncs this
+            # worker holds for records of the open transaction must never go out (held_syncs.py).
+            self.shared.syncs.forget(stuck)
         for _ in range(2):
             if not stuck:
                 break
