@@ -192,6 +192,13 @@ class ClusterWatch:
                 self.alias, self.bootstrap, time.monotonic() - self.down_since, self.last_error
             )
 
+    def time_left(self) -> float:
+        """How long a call may still wait before the cluster has been out of reach for the limit:
+        a call made after the cluster went away waits what is left of it, not the whole limit."""
+        if self.down_since is None:
+            return self.limit_s
+        return max(0.0, self.limit_s - (time.monotonic() - self.down_since))
+
     def config(self, client_config: Mapping[str, Any]) -> dict[str, Any]:
         """The client config with this watch as its error callback."""
         return {**client_config, "error_cb": self.on_error}

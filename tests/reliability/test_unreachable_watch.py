@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import KafkaError, Producer
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
 
-from mirrorflow.kafka import ClusterWatch
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.replicate.copy import copy_unit, transaction
-from mirrorflow.replicate.copy.calls import abort, flush
+from mirrorflow.replicate.copy.calls import abort, flush, topic_metadata
 from mirrorflow.replicate.plan import PartitionSpan
 
 from ..conftest import Cluster
@@ -116,3 +117,36 @@ def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable
     assert result.unreachable == "B", result.error
     assert result.error and result.error.startswith(f"cluster B ({dst.bootstrap}) has been unreachable")
     assert "the next run" in result.error, result.error
+
+
+def test_a_request_made_once_the_cluster_is_out_of_reach_waits_only_what_is_left_of_the_limit(
+    local_kafka,
+) -> None:
+    """A reader's first Metadata request, made after the source died, waited the whole limit
+    again (seen in the suite: a run that lost its source ended 49 s after the kill, with a 5 s
+    limit, its large-span copies taking turns at such waits)."""
+    kafka = local_kafka()
+    create_topics(kafka.bootstrap, ("t", 1))
+    limit = 20.0
+    watch = ClusterWatch("A", kafka.bootstrap, limit)
+    consumer = Consumer(watch.config({"bootstrap.servers": kafka.bootstrap, "group.id": "g", "log_level": 0}))
+    try:
+        assert topic_metadata(consumer, "t", watch) is not None
+        kafka.kill()
+        deadline = time.monotonic() + 60
+        while watch.down_since is None:
+            assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
+            consumer.poll(0.1)
+        # The cluster has been out of reach for most of the limit already.
+        watch.down_since = time.monotonic() - (limit - 1.0)
+        started = time.monotonic()
+        with pytest.raises(ClusterUnreachable):
+            topic_metadata(consumer, "other", watch)
+        assert time.monotonic() - started < limit / 2, "the request waited a whole limit more"
+        watch.down_since = time.monotonic() - (limit + 1.0)
+        started = time.monotonic()
+        with pytest.raises(ClusterUnreachable):
+            topic_metadata(consumer, "other", watch)
+        assert time.monotonic() - started < 1.0, "past the limit, no request is made at all"
+    finally:
+        consumer.close()

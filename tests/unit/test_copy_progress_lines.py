@@ -177,6 +177,20 @@ def test_the_run_table_at_20000_partitions_shows_the_worst_50_topics_and_totals(
     assert len(lines) < TABLE_ROWS + 12
 
 
+def test_a_lag_that_could_not_be_measured_reads_unknown_in_every_row_not_zero() -> None:
+    """A run that lost its source showed "lag left 0" for a topic with most of its offsets not
+    copied: the lag was not measured, and 0 read as caught up."""
+    plan = _plan(PartitionSpan("orders", 0, "A.orders", 0, 240_000))
+    summary = _report(plan, failed={"orders"}).summary()
+    summary["lag_unknown"] = "the lag left was not measured: cluster A was unreachable during the copy"
+
+    lines = run_table_lines(plan, summary)
+
+    row = next(line for line in lines if "A.orders" in line)
+    assert "unknown" in row.split("│")[7], row
+    assert "lag left unknown" in lines[-1]
+
+
 def test_the_run_table_never_wraps_or_cuts_a_long_name() -> None:
     long = "orders." + "eu-west-1.payments-and-refunds." * 7 + "v2"
     plan = _plan(PartitionSpan(long, 0, f"A.{long}", 0, 5), PartitionSpan("short", 0, "A.short", 0, 3))

@@ -193,11 +193,18 @@ def report_run(
         raise RunFailed(f"{exc}: the copy job did not finish; see the copy task's log") from exc
     report = RunReport.merge([RunReport.from_json(b) for b in bodies])
     lag_problem = None
-    try:
-        # Bounded like the copy: a cluster that stopped answering leaves the lag unknown, not the report.
-        report.lag_left = lag_left(flow, clients, plan, timeout_s=flow.cluster_unreachable_timeout_ms / 1000)
-    except (KafkaCallError, KafkaException, ProgressReadError) as exc:
-        lag_problem = f"the lag left could not be measured: {exc}"
+    if any(unit.get("unreachable") == flow.source for unit in report.units):
+        # The copy already waited out the limit on it: asking again would only make the run that
+        # lost its source end that much later (issue 21, defect 11).
+        lag_problem = f"the lag left was not measured: cluster {flow.source} was unreachable during the copy"
+    else:
+        try:
+            # Bounded like the copy: a cluster that stopped answering leaves the lag unknown, not the report.
+            report.lag_left = lag_left(
+                flow, clients, plan, timeout_s=flow.cluster_unreachable_timeout_ms / 1000
+            )
+        except (KafkaCallError, KafkaException, ProgressReadError) as exc:
+            lag_problem = f"the lag left could not be measured: {exc}"
     summary = report.summary()
     if lag_problem:
         summary["lag_unknown"] = lag_problem

@@ -63,7 +63,7 @@ def summary_table(plan: Plan, summary: Mapping[str, Any]) -> Table:
             f"{row['pending']:,}",
             f"{done.get('records', 0):,}",
             f"{done.get('bytes', 0):,}",
-            f"{done.get('lag_left', lag.get(topic, 0)):,}",
+            "unknown" if summary.get("lag_unknown") else f"{done.get('lag_left', lag.get(topic, 0)):,}",
             f"[yellow]{lost:,}[/yellow]" if lost else "0",
             f"[red]{failed}[/red]" if failed else "0",
         )

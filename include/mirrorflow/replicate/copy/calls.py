@@ -216,9 +216,13 @@ def drop(producer: Producer) -> None:
 
 def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch) -> Any:
     """One Metadata request for `topic` (None when the answer does not name it); a cluster
-    that does not answer within the watch's limit is ClusterUnreachable."""
+    that does not answer within the watch's limit is ClusterUnreachable. A request made once the
+    cluster is already out of reach waits only what is left of the limit: a new reader's first
+    request, made after the source died, once held a copy (and the large-span turn others waited
+    for) a whole limit more."""
+    watch.check()
     try:
-        metadata = client.list_topics(topic, timeout=watch.limit_s).topics.get(topic)
+        metadata = client.list_topics(topic, timeout=max(0.5, watch.time_left())).topics.get(topic)
     except KafkaException as exc:
         error = kafka_error(exc)
         if error is not None and error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
