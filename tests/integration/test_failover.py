@@ -10,7 +10,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.control.checkpoints import emit_checkpoints
-from mirrorflow.kafka import list_offsets
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.failover import COMMITTED, REFUSED, FailoverError, failover
 
 from .kafkatools import create_topics

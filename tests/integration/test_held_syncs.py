@@ -13,7 +13,8 @@ import time
 import pytest
 from confluent_kafka import OFFSET_END, Producer
 
-from mirrorflow.kafka import consumer_offsets, reader
+from mirrorflow.kafka import reader
+from mirrorflow.kafka_offsets import consumer_offsets
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate.copy import CopyWorker, UnitResult
 from mirrorflow.replicate.copy.held_syncs import SYNC_WAIT_S, HeldSyncs

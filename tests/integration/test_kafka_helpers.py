@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from mirrorflow.kafka import KafkaCallError, await_topics, list_offsets, reader, watermarks
+from mirrorflow.kafka import KafkaCallError, await_topics, reader
+from mirrorflow.kafka_offsets import list_offsets, watermarks
 
 from .kafkatools import produce
 

@@ -36,7 +36,7 @@ from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import emit_checkpoints, remote_consumer_offsets
 from mirrorflow.control.topic_sync import run_sync_topic_acls, run_sync_topic_configs
-from mirrorflow.kafka import list_offsets
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.cluster_versions import METADATA_VERSIONS
 from mirrorflow.ops.failover import failover
 from mirrorflow.ops.verification import service as verify_service

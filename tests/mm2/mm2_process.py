@@ -7,7 +7,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from mirrorflow.kafka import watermarks
+from mirrorflow.kafka_offsets import watermarks
 from mirrorflow.replicate.progress import read_progress
 
 

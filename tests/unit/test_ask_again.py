@@ -1,11 +1,11 @@
-"""Which broker answers a batched offsets read asks again rather than fails on (kafka.py)."""
+"""Which broker answers a batched offsets read asks again rather than fails on (kafka_offsets.py)."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError
 
-from mirrorflow import kafka
+from mirrorflow import kafka_offsets
 
 
 @pytest.mark.parametrize(
@@ -22,9 +22,9 @@ from mirrorflow import kafka
     ],
 )
 def test_a_leader_in_motion_is_asked_again(code: int) -> None:
-    assert kafka._ask_again(KafkaError(code))
+    assert kafka_offsets._ask_again(KafkaError(code))
 
 
 @pytest.mark.parametrize("code", [KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART])
 def test_a_refusal_is_not_asked_again(code: int) -> None:
-    assert not kafka._ask_again(KafkaError(code))
+    assert not kafka_offsets._ask_again(KafkaError(code))

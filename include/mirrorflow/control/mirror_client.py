@@ -34,13 +34,9 @@ from mirrorflow.config.layers import cluster_settings
 from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.config.secrets import REDACTED, is_secret_key
 from mirrorflow.control.window_status import window_lag
-from mirrorflow.kafka import (
-    LIBRDKAFKA_LOG,
-    KafkaCallError,
-    admin_client,
-    list_offsets,
-)
+from mirrorflow.kafka import LIBRDKAFKA_LOG, KafkaCallError, admin_client
 from mirrorflow.kafka_diagnosis import no_answer
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.mm2.formats import Heartbeat, Mm2FormatError
 from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
 from mirrorflow.ops.verification.report import SUMMARY_KIND as VERIFY_SUMMARY_KIND

@@ -31,7 +31,8 @@ from confluent_kafka.admin import NewTopic, OffsetSpec
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import ConfigError, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.kafka import admin_client, await_topics, list_offsets, read_partition, served
+from mirrorflow.kafka import admin_client, await_topics, read_partition, served
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.policy.provenance import is_loop, read_provenance, stamp_provenance
 from mirrorflow.replicate.progress import read_progress

@@ -20,7 +20,8 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig
 from mirrorflow.control.groups import list_groups
-from mirrorflow.kafka import admin_client, list_offsets
+from mirrorflow.kafka import admin_client
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy import is_cycle, should_replicate_topic
 from mirrorflow.replicate.until import utc_text
 

@@ -15,7 +15,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import ClusterWatch, admin_client, list_offsets, reader, topic_ids
+from mirrorflow.kafka import ClusterWatch, admin_client, reader, topic_ids
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s

@@ -24,7 +24,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.kafka import POLL_S, KafkaCallError, consumer_offsets, reader
+from mirrorflow.kafka import POLL_S, KafkaCallError, reader
+from mirrorflow.kafka_offsets import consumer_offsets
 from mirrorflow.mm2.connect_offsets import (
     MIRROR_SOURCE_CONNECTOR,
     ConnectOffsetFormatError,

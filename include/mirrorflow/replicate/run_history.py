@@ -17,7 +17,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from mirrorflow.kafka import KafkaCallError, reader, watermarks
+from mirrorflow.kafka import KafkaCallError, reader
+from mirrorflow.kafka_offsets import watermarks
 from mirrorflow.replicate.runs import (
     CHUNK_HEADER,
     RUNS_TOPIC,

@@ -16,7 +16,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import admin_client, list_offsets
+from mirrorflow.kafka import admin_client
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy import CopyJob, UnitResult, copy_slice
 from mirrorflow.replicate.plan import Plan

@@ -14,7 +14,8 @@ from typing import Any
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirrorflow.kafka import POLL_S, TIMEOUT_S, admin_client, list_offsets, reader
+from mirrorflow.kafka import POLL_S, TIMEOUT_S, admin_client, reader
+from mirrorflow.kafka_offsets import list_offsets
 
 
 def partition_bounds(

@@ -23,7 +23,8 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import admin_client, list_offsets, topic_ids
+from mirrorflow.kafka import admin_client, topic_ids
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.verification.checks import VerifySpan
 from mirrorflow.policy import should_replicate_topic
 from mirrorflow.replicate import runs

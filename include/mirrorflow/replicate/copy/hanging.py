@@ -39,7 +39,8 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
 
-from mirrorflow.kafka import ClusterWatch, KafkaCallError, consumer_offsets, reader
+from mirrorflow.kafka import ClusterWatch, KafkaCallError, reader
+from mirrorflow.kafka_offsets import consumer_offsets
 from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
 from mirrorflow.replicate.copy.calls import abort, flush_all
 from mirrorflow.replicate.copy.clients import stats

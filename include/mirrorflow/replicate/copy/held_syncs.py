@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer
 
-from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, consumer_offsets
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
+from mirrorflow.kafka_offsets import consumer_offsets
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.replicate.copy.job import UnitResult
 

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from mirrorflow.kafka import ClusterWatch, watermarks
+from mirrorflow.kafka import ClusterWatch
+from mirrorflow.kafka_offsets import watermarks
 from mirrorflow.replicate.copy.calls import topic_metadata
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy
 from mirrorflow.replicate.copy.clients import CONSUME_BATCH, PooledConsumer, Throttle

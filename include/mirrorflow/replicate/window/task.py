@@ -30,7 +30,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import OffsetSpec
 
-from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client, list_offsets
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.plan import Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
