@@ -72,9 +72,12 @@ def test_a_cluster_killed_mid_copy_ends_the_run_in_seconds_and_the_next_run_comp
 
     assert run.returncode == 1, text[-3000:]
     # The limit is 5 s: every copy waiting on the dead cluster gives up when it is reached (they
-    # used to give up one after another: 55-58 s with the default 15 s limit), the report gets a
-    # short last chance, and nothing else waits on the dead cluster.
-    assert took < 25, f"the run took {took:.0f}s to give up after the {lost} died:\n{text[-3000:]}"
+    # used to give up one after another: 55-58 s with the default 15 s limit), a request made after
+    # it waits at most METADATA_FLOOR_S more, the report gets a short last chance, and nothing else
+    # waits on the dead cluster. Measured: 10-12 s with the machine loaded by other tests or busy
+    # processes, 26 s once beside the suite's kill tests (CPU-starved workers); before the fixes of
+    # issue 21's defect 11, 49 s in CI. The bound leaves room for that load, not for a wait per copy.
+    assert took < 35, f"the run took {took:.0f}s to give up after the {lost} died:\n{text[-3000:]}"
     assert "Traceback" not in text
     assert len(output) < 30_000, f"{len(output)} bytes of output"
     alias = "A" if lost == "source" else "B"

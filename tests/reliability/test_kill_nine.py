@@ -486,6 +486,7 @@ def test_at_least_once_after_kill_nine_loses_nothing_and_duplicates_only_chunks_
     phases = {"copy": 1, "commit": 1}
     command, lines = kill_chain(a, b, tmp_path, topic, AT_LEAST_ONCE_TRIALS, "at-least-once", rng, phases)
     where = f"seed {SEED}, after {AT_LEAST_ONCE_TRIALS} at-least-once trials"
+    done_before = caught_up(a, b, topic, PARTITIONS)
     clean_rerun(command, tmp_path / "clean-rerun.log", where)
     where += ":\n" + "\n".join(lines) + "\n"
 
@@ -502,7 +503,9 @@ def test_at_least_once_after_kill_nine_loses_nothing_and_duplicates_only_chunks_
         assert len(copied) - len(wanted) <= CHUNK * AT_LEAST_ONCE_TRIALS, (
             f"{where}partition {p}: {len(copied) - len(wanted)} duplicates"
         )
-    assert_syncs_exact(offset_syncs(a.bootstrap, topic), source, target, where)
+    # A partition copied to its end by a killed run may lack the syncs that run still held
+    # (docs/reference/limits.md), as in exactly-once mode.
+    assert_syncs_exact(offset_syncs(a.bootstrap, topic), source, target, where, PARTITIONS, done_before)
     progress = read_progress({"bootstrap.servers": b.bootstrap}, PROGRESS, "A")
     assert {k: v for k, v in progress.items() if k[0] == topic} == {
         (topic, p): len(source[p]) - 1 for p in range(PARTITIONS)

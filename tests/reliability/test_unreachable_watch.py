@@ -143,10 +143,11 @@ def test_a_request_made_once_the_cluster_is_out_of_reach_waits_only_what_is_left
         with pytest.raises(ClusterUnreachable):
             topic_metadata(consumer, "other", watch)
         assert time.monotonic() - started < limit / 2, "the request waited a whole limit more"
+        # Past the limit (or a process frozen past it): one short request still, not a whole limit.
         watch.down_since = time.monotonic() - (limit + 1.0)
         started = time.monotonic()
         with pytest.raises(ClusterUnreachable):
             topic_metadata(consumer, "other", watch)
-        assert time.monotonic() - started < 1.0, "past the limit, no request is made at all"
+        assert time.monotonic() - started < limit / 2, "the request waited a whole limit more"
     finally:
         consumer.close()

@@ -214,15 +214,20 @@ def drop(producer: Producer) -> None:
         producer.flush(0)
 
 
+METADATA_FLOOR_S = 3.0
+
+
 def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch) -> Any:
     """One Metadata request for `topic` (None when the answer does not name it); a cluster
     that does not answer within the watch's limit is ClusterUnreachable. A request made once the
-    cluster is already out of reach waits only what is left of the limit: a new reader's first
-    request, made after the source died, once held a copy (and the large-span turn others waited
-    for) a whole limit more."""
-    watch.check()
+    cluster is already out of reach waits only what is left of the limit, but at least
+    METADATA_FLOOR_S: a new reader's first request, made after the source died, once held a copy
+    (and the large-span turn others waited for) a whole limit more; a process that was frozen
+    (SIGSTOP, a suspended VM) past the limit still gets a real chance to hear from the cluster,
+    whose answer clears the watch."""
+    timeout = max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
     try:
-        metadata = client.list_topics(topic, timeout=max(0.5, watch.time_left())).topics.get(topic)
+        metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
     except KafkaException as exc:
         error = kafka_error(exc)
         if error is not None and error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
