@@ -237,9 +237,8 @@ def serve(server: AirflowServer, user: str, env: dict[str, str], *, unpausing: b
         killed = server.stop()
         forced = f"; {len(killed)} process(es) did not stop and were killed" if killed else ""
         print(f"airflow-local: stopped in {time.monotonic() - started:.1f}s{forced}", flush=True)
-        for line in (
-            killed
-        ):  # which ones, so a slow stop can be told apart (mirrorflow puts no secret in a command line)
+        # Which ones, so a slow stop can be told apart (mirrorflow puts no secret in a command line).
+        for line in killed:
             print(f"  killed: {line[:160]}", flush=True)
     return code
 
