@@ -10,7 +10,9 @@ import pytest
 
 from mirrorflow.config import MirrorConfig
 
+from .kafkatools import create_topics
 from .status_helpers import StatusClient, status_client
+from .test_copy import PROGRESS, SYNCS_ON_SOURCE
 
 
 @pytest.fixture
@@ -23,3 +25,13 @@ def status_app() -> Iterator[Callable[..., StatusClient]]:
             return stack.enter_context(status_client(config, **options))
 
         yield make
+
+
+@pytest.fixture
+def clusters(kafka_clusters):
+    """Clusters A and B of the copy-engine tests: the flow's offset-syncs topic on A (the source)
+    and its progress topic on B, both compacted as MM2 creates them."""
+    src, dst = kafka_clusters(2)
+    create_topics(src.bootstrap, (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
+    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    return src, dst

@@ -63,14 +63,6 @@ def make_job(src, dst, **overrides) -> CopyJob:
     return CopyJob(**settings)
 
 
-@pytest.fixture
-def clusters(kafka_clusters):
-    src, dst = kafka_clusters(2)
-    create_topics(src.bootstrap, (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
-    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    return src, dst
-
-
 def sample_records(n: int) -> list[dict]:
     out = []
     for i in range(n):

@@ -28,14 +28,6 @@ from .test_copy import PROGRESS, SYNCS_ON_SOURCE, _same_slot_topics, make_job
 TOTAL = 300
 
 
-@pytest.fixture
-def pair(kafka_clusters):
-    src, dst = kafka_clusters(2)
-    create_topics(src.bootstrap, (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
-    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    return src, dst
-
-
 def fill(src, dst, topics: list[str], count: int = TOTAL) -> None:
     create_topics(src.bootstrap, *((t, 1) for t in topics))
     create_topics(dst.bootstrap, *((f"A.{t}", 1) for t in topics))
@@ -75,10 +67,10 @@ def older_copy(dst, topic: str, start: int, end: int) -> Producer:
     return older
 
 
-def test_a_worker_keeps_its_writers_from_range_to_range(pair) -> None:
+def test_a_worker_keeps_its_writers_from_range_to_range(clusters) -> None:
     """The long-lived engine: a worker opens (fences, settles) each slot's writer once and copies
     range after range with it; a partition handed over later (a new topic) joins with its own."""
-    src, dst = pair
+    src, dst = clusters
     topics = _same_slot_topics("ranges", 3)
     fill(src, dst, topics)
     job = make_job(src, dst, max_records=50)
@@ -96,11 +88,11 @@ def test_a_worker_keeps_its_writers_from_range_to_range(pair) -> None:
         assert_exact(src, dst, topic)
 
 
-def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(pair) -> None:
+def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(clusters) -> None:
     """Fenced while its partitions shared a transaction, a writer once copied them again one by
     one with a new producer, whose init_transactions fenced the newer writer back: the newer
     writer's commit then failed. Now every partition of the slot ends "fenced", untried."""
-    src, dst = pair
+    src, dst = clusters
     topics = _same_slot_topics("fenced", 4)
     fill(src, dst, topics, 40)
     job = make_job(src, dst)
@@ -136,14 +128,14 @@ def test_a_writer_fenced_inside_a_shared_transaction_never_takes_its_slot_back(p
 
 
 def test_a_writer_reopened_after_a_failed_transaction_starts_each_partition_from_settled_progress(
-    pair, monkeypatch
+    clusters, monkeypatch
 ) -> None:
     """A transaction that fails for a passing reason (a commit timing out on a loaded machine) drops
     the slot's producer, and the writer opens a new one, which fences and settles again. A
     concurrent run may have taken the slot in between and copied the slot's other partitions; they
     once went on from where this writer had placed them before the failure, and a partition the
     other run had copied whole was copied a second time, with both runs reporting success."""
-    src, dst = pair
+    src, dst = clusters
     first, second = _same_slot_topics("reopened", 2)
     fill(src, dst, [first, second])
     job = make_job(src, dst, max_records=100)  # neither is small: each takes transactions of its own
@@ -173,14 +165,14 @@ def test_a_writer_reopened_after_a_failed_transaction_starts_each_partition_from
 
 
 def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced_before_it_commits(
-    pair,
+    clusters,
 ) -> None:
     """A writer of a mirrorflow without slots (a transactional.id per partition) started after the
     new engine opened its slot, so the slot's one fence of older ids came before it: its
     transaction is open in the remote partition when the next range starts. Its records show there
     (an open transaction where the writer checks, or records where its own should land), and
     fencing its id aborts it: its commit fails, and the target holds every record once."""
-    src, dst = pair
+    src, dst = clusters
     (topic,) = _same_slot_topics("olderopen", 1)
     fill(src, dst, [topic])
     job = make_job(src, dst, max_records=50)
@@ -196,11 +188,11 @@ def test_an_older_writer_with_a_transaction_open_in_a_remote_partition_is_fenced
     assert_exact(src, dst, topic)
 
 
-def test_an_older_writer_that_committed_between_two_ranges_is_followed_not_copied_again(pair) -> None:
+def test_an_older_writer_that_committed_between_two_ranges_is_followed_not_copied_again(clusters) -> None:
     """Its records and progress landed after this writer's last commit: the next chunk lands
     behind them, not where this writer's own last records end, so the chunk is aborted, the older
     id fenced and the copy goes on from progress read again, after the older writer's records."""
-    src, dst = pair
+    src, dst = clusters
     (topic,) = _same_slot_topics("oldercommitted", 1)
     fill(src, dst, [topic])
     job = make_job(src, dst, max_records=50)
@@ -224,11 +216,11 @@ def test_an_older_writer_that_committed_between_two_ranges_is_followed_not_copie
     )
 
 
-def test_an_older_zombie_holding_a_progress_partition_is_fenced_before_the_settle_waits(pair) -> None:
+def test_an_older_zombie_holding_a_progress_partition_is_fenced_before_the_settle_waits(clusters) -> None:
     """Its transaction is open in the progress partition of the copy's key, with a timeout far
     beyond the settle's: a settle before fencing would wait its whole limit (then sweep). Fenced
     first, it never holds the settle."""
-    src, dst = pair
+    src, dst = clusters
     (topic,) = _same_slot_topics("olderzombie", 1)
     fill(src, dst, [topic], 100)
     zombie = Producer(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import OFFSET_END, Producer
 
 from mirrorflow.kafka import reader
@@ -21,17 +20,9 @@ from mirrorflow.replicate.copy.held_syncs import SYNC_WAIT_S, HeldSyncs
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
 
 from .kafkatools import create_topics, produce, read_all
-from .test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
+from .test_copy import SYNCS_ON_SOURCE, make_job
 
 TOTAL = 300
-
-
-@pytest.fixture
-def pair(kafka_clusters):
-    src, dst = kafka_clusters(2)
-    create_topics(src.bootstrap, (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
-    create_topics(dst.bootstrap, (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    return src, dst
 
 
 def syncs_of(src, topic: str) -> list[OffsetSync]:
@@ -59,8 +50,8 @@ def span(topic: str, start: int, end: int) -> PartitionSpan:
     )
 
 
-def test_a_sync_is_written_only_once_the_records_it_points_at_are_visible(pair) -> None:
-    src, dst = pair
+def test_a_sync_is_written_only_once_the_records_it_points_at_are_visible(clusters) -> None:
+    src, dst = clusters
     topic = "shared-orders"
     create_topics(src.bootstrap, (topic, 1))
     create_topics(dst.bootstrap, (topic, 1))
@@ -96,11 +87,11 @@ def test_a_sync_is_written_only_once_the_records_it_points_at_are_visible(pair) 
         assert target[sync.downstream_offset] == b"v%d" % sync.upstream_offset, sync
 
 
-def test_syncs_held_for_records_of_a_transaction_about_to_be_swept_are_never_written(pair) -> None:
+def test_syncs_held_for_records_of_a_transaction_about_to_be_swept_are_never_written(clusters) -> None:
     """A writer that finds a transaction open where it writes sweeps it with an abort (hanging.py)
     and forgets, first, the syncs it holds for records in it: after the abort the last stable
     offset passes them, and they would look visible."""
-    src, dst = pair
+    src, dst = clusters
     topic = "swept"
     create_topics(dst.bootstrap, (topic, 1))
     local = open_local_transaction(dst, topic)  # offset 0, open
