@@ -7,23 +7,31 @@ that rate, records of --size bytes (key and value), for --seconds, while the rep
 with tasks.max = --tasks:
 
 - mirrorflow micro-batch (CLI): `mirrorflow replicate --window` on a micro-batch flow, local
-  worker processes, mirrorflow.microbatch.interval.ms = --interval-ms (the default, 1000, unless
+  worker processes, mirrorflow.microbatch.interval.ms = --interval-ms (the key's default unless
   given), exactly-once;
 - mirrorflow micro-batch (Spark): the plan, then `spark-submit spark_apps/mirrorflow_window.py`
   on --spark-master, the same window;
+- mirrorflow micro-batch handovers (Spark): the same, a window of --handover-window seconds,
+  the next one planned and submitted when it ends, as the replicate DAG runs them (the lag of a
+  window change, the Spark start-up included);
 - mirrorflow batch (CLI loop): `mirrorflow replicate` on a batch flow, run again as soon as it
   ends (what `@continuous` comes down to, without the scheduler), exactly-once;
 - MM2 at-least-once and MM2 exactly-once: real MirrorMaker 2 from the pinned jars, as
   benchmarks/vs_mm2.py runs it.
 
-A record's lag is the time from its source timestamp (the producer sets it when it sends, with
-linger.ms = 5) until a read_committed consumer of the target sees it. Start-up is left out: the
-replicator first copies one record per partition, and the clock starts after that. Figures: p50,
-p99 and max lag of the records written at the rate; CPU per record of the replicator's processes
-(the whole tree: JVM, workers, Spark; from /proc, and from wait4 for processes that ended) while
-the rate is written; and whether the replicator keeps up: every record readable within DRAIN_S of
-the last one written, and the lag of the last quarter of the records not more than twice the
-first quarter's plus a second (a lag that grows is a replicator falling behind).
+A record's lag is the time from its source timestamp until a read_committed consumer of the target
+sees it. The source topic has message.timestamp.type = LogAppendTime, so that timestamp is when the
+source broker appended the record, not when the benchmark's own producer queued it; every
+replicator keeps it (remote_stamps checks the remote topic's type). Start-up is left out: the
+replicator first copies one record per partition, then the rate runs for --warmup seconds (the
+brokers' and the replicator's code paths warm up; not measured, but those records must arrive too)
+and the clock starts after that. Figures: p50, p99 and max lag of the records appended after the
+warm-up; the rate they were copied at (copied/s: those records over the time until the last of
+them was readable); CPU per record of the replicator's processes while they were written (the
+whole tree: JVM, workers, Spark; from /proc, and from wait4 for processes that ended; what each
+process used before is left out); and whether the replicator keeps up: every record readable
+within DRAIN_S of the last one written, and the lag of the last quarter of the records not more
+than twice the first quarter's plus a second (a lag that grows is a replicator falling behind).
 
 Run: `.venv/bin/python benchmarks/lag.py` (--seconds and --rates for a short run; --help).
 """
@@ -48,11 +56,12 @@ from pathlib import Path
 
 import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from vs_mm2 import free_port, machine, properties, spark_env, spark_submit, tree_cpu
 
 from localkafka import QUICK_CLUSTER, LocalKafka
 from localkafka.mirrormaker import MirrorMaker
+from mirrorflow.config.mirrorflow_keys import MICROBATCH_INTERVAL_MS
 from mirrorflow.replicate import service
 
 BIN = Path(sys.executable).parent
@@ -64,16 +73,25 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300.0, help="how long each rate is written")
     parser.add_argument("--rates", default="1000,10000", help="records per second, comma-separated")
+    parser.add_argument(
+        "--warmup", type=float, default=10.0, help="seconds at the rate before measuring (not measured)"
+    )
     parser.add_argument("--size", type=int, default=1024, help="bytes per record (key and value)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=2, help="tasks.max for every replicator")
     parser.add_argument("--only", default="", help="replicators to run (comma-separated names), default all")
     parser.add_argument("--spark-master", default="local[2]")
     parser.add_argument(
+        "--handover-window",
+        type=float,
+        default=20.0,
+        help="window length (seconds) of the handovers row: a new window starts this often",
+    )
+    parser.add_argument(
         "--interval-ms",
         type=int,
-        default=1000,
-        help="mirrorflow.microbatch.interval.ms of the micro-batch rows",
+        default=MICROBATCH_INTERVAL_MS,
+        help="mirrorflow.microbatch.interval.ms of the micro-batch rows (default: the key's default)",
     )
     return parser.parse_args()
 
@@ -81,11 +99,22 @@ def parse_args() -> argparse.Namespace:
 class RateProducer(threading.Thread):
     """Writes `rate` records a second, round-robin over the partitions, until `seconds` are up."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, seconds: float, size: int):
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        rate: float,
+        seconds: float,
+        size: int,
+        producer: Producer | None = None,
+    ):
         super().__init__(name="rate-producer", daemon=True)
         self.topic, self.partitions, self.rate, self.seconds = topic, partitions, rate, seconds
         self.value = os.urandom(max(0, size - 16))
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        # A producer that has written already (the warm-up's) knows the topic's leaders: the rate
+        # does not begin with a burst of what queued while it looked them up.
+        self.producer = producer or Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
         self.sent = 0
         self.behind_s = 0.0  # how far the producer itself fell behind its schedule, at most
 
@@ -151,10 +180,15 @@ class LagReader(threading.Thread):
 
 @dataclass
 class Replicator:
-    """A running replicator: its live processes (for CPU) and how to stop it."""
+    """A running replicator: its live processes (for CPU), how to stop it, and what it has to
+    say about its run (for the row's note)."""
 
     processes: Callable[[], list[int]]
     stop: Callable[[], None]
+    note: Callable[[], str] = lambda: ""
+    metered: bool = True
+    """Whether CpuMeter can count its CPU: not for Spark applications that end while measured
+    (their Python processes are not waited for by the JVM, so their CPU is lost with them)."""
 
 
 def _popen(command: list[str], log: Path, **kwargs) -> subprocess.Popen:
@@ -191,6 +225,52 @@ def micro_batch_spark(ctx: Context, src: str, dst: str, path: Path) -> Replicato
     process = _popen([*command, "--window", "86400"], ctx.tmp / f"{src}.log", env=spark_env())
     # Nothing takes over from it: it is stopped once measured.
     return Replicator(lambda: [process.pid], lambda: _end(process, signal.SIGTERM, 30))
+
+
+def micro_batch_handovers(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
+    """Windows of --handover-window seconds, each its own Spark application, started when the
+    one before ends, as the replicate DAG's runs start them (plan, then spark-submit): the window
+    before copies on until the next has taken every slot over, then ends by itself. The row's
+    lag covers the handovers; its note says how many there were and how each window ended."""
+    halt, windows = threading.Event(), []
+    length = ctx.args.handover_window
+
+    def loop() -> None:
+        while not halt.is_set():
+            planned = service.plan_run(str(path), src, dst, run_id=f"bench-{uuid.uuid4().hex[:8]}")
+            ends = time.monotonic() + length
+            command = spark_submit(
+                ctx.args.spark_master, "mirrorflow_window.py", path, f"{src}->{dst}", planned["plan_offset"]
+            )
+            log = ctx.tmp / f"{src}-window-{len(windows)}.log"
+            windows.append(_popen([*command, "--window", f"{length:g}"], log, env=spark_env()))
+            halt.wait(max(0.0, ends - time.monotonic()))
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    ended: dict[int, int] = {}
+
+    def live() -> list[int]:
+        for index, window in enumerate(windows):
+            if index not in ended and window.poll() is not None:
+                ended[index] = window.returncode
+        return [w.pid for i, w in enumerate(windows) if i not in ended]
+
+    def stop() -> None:
+        halt.set()
+        thread.join(120)
+        live()
+        for window in windows:
+            _end(window, signal.SIGTERM, 30)
+
+    def note() -> str:
+        by_itself = sum(code == 0 for code in ended.values())
+        return (
+            f"{max(0, len(windows) - 1)} handovers of {length:g}s windows; {by_itself} of "
+            f"{len(ended)} ended windows ended by themselves (exit 0)"
+        )
+
+    return Replicator(live, stop, note, metered=False)
 
 
 def batch_loop(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
@@ -236,6 +316,7 @@ MICRO = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval
 REPLICATORS: dict[str, tuple[Callable[[Context, str, str, Path], Replicator], str]] = {
     "mirrorflow micro-batch (CLI)": (micro_batch_cli, MICRO),
     "mirrorflow micro-batch (Spark)": (micro_batch_spark, MICRO),
+    "mirrorflow micro-batch handovers (Spark)": (micro_batch_handovers, MICRO),
     "mirrorflow batch (CLI loop)": (batch_loop, ""),
     "MM2 at-least-once": (mm2(False), ""),
     "MM2 exactly-once": (mm2(True), ""),
@@ -259,20 +340,25 @@ class CpuMeter:
     def __init__(self, live: Callable[[], list[int]]) -> None:
         self.live = live
         self.base = self._children()
+        self.started = self._running()
+        """What the processes running now had used before: their start-up is not the rate's."""
 
     @staticmethod
     def _children() -> float:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return usage.ru_utime + usage.ru_stime
 
-    def now(self) -> float:
+    def _running(self) -> float:
         running = 0.0
         for pid in self.live():
             try:
                 running += tree_cpu(psutil.Process(pid))
             except psutil.NoSuchProcess:
                 continue
-        return self._children() - self.base + running
+        return running
+
+    def now(self) -> float:
+        return self._children() - self.base + self._running() - self.started
 
 
 @dataclass
@@ -283,7 +369,10 @@ class Row:
     p50_s: float
     p99_s: float
     max_s: float
-    cpu_us: float
+    cpu_us: float | None
+    copied_per_s: float
+    """The measured records over the time from the warm-up's end until the last of them was
+    readable on the target: the rate the replicator sustained (the producer's rate when it kept up)."""
     keeps_up: bool
     note: str
 
@@ -293,13 +382,32 @@ def quantile(values: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
 
 
+def remote_stamps(bootstrap: str, topic: str, name: str) -> None:
+    """Stop the benchmark if the remote topic stamps records itself: its lags would then measure
+    the target's append time, not the replicator."""
+    described = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    configs = admin.describe_configs([described])[described].result(30)
+    kind = configs["message.timestamp.type"].value
+    if kind != "CreateTime":
+        raise SystemExit(
+            f"{name}: remote topic {topic} has message.timestamp.type={kind}; its lags mean nothing"
+        )
+
+
 def measure(ctx: Context, name: str, rate: int) -> Row:
     args = ctx.args
     ctx.counter += 1
     src, dst = f"l{ctx.counter}src", f"l{ctx.counter}dst"
     ctx.topic = f"lag-{ctx.counter}"
     admin = AdminClient({"bootstrap.servers": ctx.source.bootstrap})
-    admin.create_topics([NewTopic(ctx.topic, args.partitions, 1)])[ctx.topic].result(30)
+    # The source stamps each record when it appends it: a record's lag is then the time from
+    # its append on the source, as the replicators see it, not from when the benchmark's own
+    # producer queued it. Every replicator here keeps the stamp and leaves message.timestamp.type
+    # out of the topic configs it copies (MM2's default config.properties.exclude); remote_stamps
+    # checks that after each run.
+    topic = NewTopic(ctx.topic, args.partitions, 1, config={"message.timestamp.type": "LogAppendTime"})
+    admin.create_topics([topic])[ctx.topic].result(30)
     start, settings = REPLICATORS[name]
     extra = f"{src}->{dst}.topics = {ctx.topic}\ntasks.max = {args.tasks}\n" + settings.format(
         interval=args.interval_ms
@@ -316,13 +424,24 @@ def measure(ctx: Context, name: str, rate: int) -> Row:
             if time.monotonic() > deadline:
                 raise SystemExit(f"{name}: nothing copied within {READY_S:.0f}s; logs in {ctx.tmp}")
             time.sleep(0.2)
-        cpu = CpuMeter(replicator.processes)
         producer = RateProducer(
-            ctx.source.bootstrap, ctx.topic, args.partitions, rate, args.seconds, args.size
+            ctx.source.bootstrap,
+            ctx.topic,
+            args.partitions,
+            rate,
+            args.warmup + args.seconds,
+            args.size,
+            warm.producer,
         )
         producer.start()
+        # The first --warmup seconds at the rate warm the brokers' and replicator's code paths
+        # (JIT, buffers, connections) and are not measured; their records must still arrive.
+        time.sleep(args.warmup)
+        cutoff_ms, sent_before = int(time.time() * 1000), producer.sent
+        cpu = CpuMeter(replicator.processes)
         producer.join()
         cpu_s = cpu.now()
+        measured = producer.sent - sent_before
         wanted = warm.sent + producer.sent
         ended = time.monotonic()
         while len(reader.lags) < wanted and time.monotonic() - ended < DRAIN_S:
@@ -332,20 +451,27 @@ def measure(ctx: Context, name: str, rate: int) -> Row:
         replicator.stop()
         reader.halt.set()
         reader.join(30)
-    lags = list(reader.lags[warm.sent :])
+    remote_stamps(ctx.target.bootstrap, f"{src}.{ctx.topic}", name)
+    measured_lags = [
+        (stamp, lag) for stamp, lag in zip(reader.stamps, reader.lags, strict=True) if stamp >= cutoff_ms
+    ]
+    lags = [lag for _, lag in measured_lags]
+    last_seen_ms = max((stamp + lag for stamp, lag in measured_lags), default=cutoff_ms)
     quarter = max(1, len(lags) // 4)
     growing = statistics.median(lags[-quarter:]) > 2 * statistics.median(lags[:quarter]) + 1000
     note = "" if arrived else f"{wanted - len(reader.lags):,} records missing {DRAIN_S:.0f}s after the end"
     if producer.behind_s > 1:
         note += f" (the producer fell {producer.behind_s:.1f}s behind its rate)"
+    note += f" {replicator.note()}"
     return Row(
         name,
         rate,
-        producer.sent,
+        measured,
         quantile(lags, 0.5),
         quantile(lags, 0.99),
         max(lags) / 1000,
-        cpu_s * 1e6 / max(1, producer.sent),
+        cpu_s * 1e6 / max(1, measured) if replicator.metered else None,
+        len(lags) / max(0.001, (last_seen_ms - cutoff_ms) / 1000),
         arrived and not growing,
         note.strip(),
     )
@@ -387,13 +513,13 @@ def main() -> int:
             target.stop()
     print()
     print(
-        f"{'replicator':<32} {'rate/s':>8} {'records':>9} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
-        f"{'CPU µs/rec':>10}  keeps up"
+        f"{'replicator':<42} {'rate/s':>8} {'records':>9} {'p50 s':>7} {'p99 s':>7} {'max s':>7} "
+        f"{'CPU µs/rec':>10} {'copied/s':>9}  keeps up"
     )
     for row in rows:
         print(
-            f"{row.name:<32} {row.rate:>8,} {row.records:>9,} {row.p50_s:>7.2f} {row.p99_s:>7.2f} {row.max_s:>7.2f} "
-            f"{row.cpu_us:>10.1f}  {'yes' if row.keeps_up else 'no'}{'  ' + row.note if row.note else ''}"
+            f"{row.name:<42} {row.rate:>8,} {row.records:>9,} {row.p50_s:>7.2f} {row.p99_s:>7.2f} {row.max_s:>7.2f} "
+            f"{'-' if row.cpu_us is None else f'{row.cpu_us:.1f}':>10} {row.copied_per_s:>9,.0f}  {'yes' if row.keeps_up else 'no'}{'  ' + row.note if row.note else ''}"
         )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
