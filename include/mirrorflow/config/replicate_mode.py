@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from mirrorflow.config.flow import FlowConfig
+from mirrorflow.config.mirrorflow_keys import MICROBATCH_INTERVAL_MS
 from mirrorflow.config.problems import Problem, error, warning
 
 MICRO_BATCH = "micro-batch"
@@ -27,8 +28,8 @@ def check_replicate_modes(flows: Iterable[FlowConfig]) -> list[Problem]:
                     interval.origin if interval else f"{flow.name}.mirrorflow.microbatch.window.seconds",
                     f"a micro-batch window of {flow.microbatch_window_seconds} s is not longer than one "
                     f"interval ({flow.microbatch_interval_ms} ms)",
-                    "make mirrorflow.microbatch.interval.ms shorter than the window (default 1000), or the "
-                    "window longer (mirrorflow.microbatch.window.seconds, default 3600)",
+                    "make mirrorflow.microbatch.interval.ms shorter than the window "
+                    f"(default {MICROBATCH_INTERVAL_MS}), or the window longer (mirrorflow.microbatch.window.seconds, default 3600)",
                 )
             )
         schedule = flow.settings.get("mirrorflow.replicate.schedule")
