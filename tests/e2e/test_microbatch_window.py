@@ -1,8 +1,10 @@
 """A micro-batch window as its replicate DAG runs it (`airflow dags test`): plan, then one Spark
 application on the suite's standalone cluster whose long-running tasks copy a batch every
-interval, then the window's report. A next window (the CLI's, with local workers) takes the
-slots over while records keep coming, so the Spark window ends by handing over instead of
-waiting for a successor that `dags test` never schedules; the target ends exact."""
+interval, then the window's report. Mid-window its executor is killed with SIGKILL: the cluster
+starts another, Spark runs the window's tasks again there, and they take their slots back. A
+next window (the CLI's, with local workers) then takes the slots over while records keep coming,
+so the Spark window ends by handing over instead of waiting for a successor that `dags test`
+never schedules; the target ends exact."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import re
 import subprocess
 import threading
 import time
+
+import psutil
 
 from ..integration.kafkatools import create_topics, read_topic
 from ..integration.mirror_setup import mm2_text
@@ -26,6 +30,7 @@ FLOW = (
 # The window's length counts from its plan, and Spark's start-up on a loaded machine took more than
 # 20 s: a window that short was over before its tasks began. The test does not wait for the end
 # (the CLI window takes over after a few seconds of copying), so a longer window costs nothing.
+EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 STATUS_LINE = re.compile(r"window A->B: ([\d,]+) records \([\d,]+/s\), lag now [\d.]+s, p50 \S+, p99 \S+")
 
 
@@ -48,12 +53,21 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     dag.start()
     try:
         deadline = time.monotonic() + 240
-        while not sum(map(len, read_topic(b.bootstrap, "A.steady", PARTITIONS).values())):
+        while not _copied(b):
             assert dag.is_alive() and time.monotonic() < deadline, "the Spark window did not copy: " + (
                 outcome[0].log[-4000:] if outcome else "the DAG run is still going"
             )
             time.sleep(1)
         time.sleep(6)  # a few status lines' worth of batches on Spark
+        (app,) = spark.status()["activeapps"]
+        killed = _kill_executor(app["id"])
+        copied = _copied(b)
+        while _copied(b) <= copied + 300:  # a second of the producer's records, after the kill
+            assert dag.is_alive() and time.monotonic() < deadline + 120, (
+                "the window did not copy again after its executor was killed: "
+                + (outcome[0].log[-4000:] if outcome else "the DAG run is still going")
+            )
+            time.sleep(1)
         following = subprocess.Popen(
             [MIRRORFLOW, "replicate", str(config), "--flow", "A->B", "--window", "6"],
             stdout=subprocess.PIPE,
@@ -72,7 +86,9 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     assert f"--master {spark.master_url}" in result.log
     apps = [app for app in spark.status()["completedapps"] if app["id"] not in before]
     assert len(apps) == 1 and apps[0]["name"].startswith("mirrorflow-window"), apps
-    assert list(spark.work_dir.glob(f"{apps[0]['id']}/*/stderr")), "no executor ran the window's tasks"
+    executors = sorted(spark.work_dir.glob(f"{apps[0]['id']}/*/stderr"))
+    # The killed executor and the one the cluster started in its place ran the window's tasks.
+    assert len(executors) >= 2 and killed, executors
     # The copy task logs a line every few seconds (records, lag), not one per batch.
     counts = [int(n.replace(",", "")) for n in STATUS_LINE.findall(result.log)]
     assert counts and counts == sorted(counts), result.log[-4000:]
@@ -80,3 +96,18 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     assert len(counts) * 4 < batches, (len(counts), batches)
     assert re.search(r"tasks ended: \{'handed over': 2\}", result.log), result.log[-4000:]
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, "steady", "A.steady", PARTITIONS) == sent
+
+
+def _copied(cluster) -> int:
+    return sum(map(len, read_topic(cluster.bootstrap, "A.steady", PARTITIONS).values()))
+
+
+def _kill_executor(app_id: str) -> int:
+    """SIGKILL the executor JVM of `app_id` (its Python workers die with it); returns its pid."""
+    for process in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if EXECUTOR in cmdline and app_id in cmdline:
+            process.kill()
+            process.wait(30)
+            return process.info["pid"]
+    raise AssertionError(f"no executor of {app_id} is running")

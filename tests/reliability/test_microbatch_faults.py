@@ -18,7 +18,7 @@ them while a seeded producer keeps writing:
 One chain instead of two tests: the window after the kill is the one whose target dies, so each
 fault costs one window start fewer. The kill takes the window's command and its task processes
 at once; an executor killed under Spark leaves Kafka the same state (writers gone mid-transaction)
-but is not run here.
+and is run on the suite's standalone cluster (tests/e2e/test_microbatch_window.py).
 """
 
 from __future__ import annotations
