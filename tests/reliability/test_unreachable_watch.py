@@ -10,7 +10,10 @@ waiting for when it died:
 - a commit: a commit that met the lost target and whose outcome could not be read back failed
   as "outcome unknown", not as the lost target, so a micro-batch window went on to its next batch
   and waited out mirrorflow.cluster.unreachable.timeout.ms again (measured with the default 15 s
-  limit: windows that gave up 50 s after their target was killed)."""
+  limit: windows that gave up 50 s after their target was killed);
+- the check of the topics' identities before a copy: a DescribeTopics the dead target never
+  answered was taken for an empty answer, and the copy went on to write and waited out the limit
+  a second time (a micro-batch window whose target died ended 42 s after the kill, limit 15 s)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy import copy_unit, transaction
+from mirrorflow.replicate.copy import copy_unit, schedule, transaction
 from mirrorflow.replicate.copy.calls import abort, flush, topic_metadata
 from mirrorflow.replicate.plan import PartitionSpan
 
@@ -117,6 +120,34 @@ def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable
     assert result.unreachable == "B", result.error
     assert result.error and result.error.startswith(f"cluster B ({dst.bootstrap}) has been unreachable")
     assert "the next run" in result.error, result.error
+
+
+def test_a_topic_check_the_killed_target_never_answered_fails_the_copy_at_the_limit(
+    local_kafka, monkeypatch
+) -> None:
+    a_kafka, b_kafka = local_kafka(), local_kafka()
+    src, dst = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
+    create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
+    create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
+    produce_keyed(src.bootstrap, "orders", 100, 1, b"v" * 100)
+    check_live = schedule._SlotCopy._check_live
+
+    def target_dies_first(self) -> None:
+        b_kafka.kill()
+        check_live(self)
+
+    monkeypatch.setattr(schedule._SlotCopy, "_check_live", target_dies_first)
+    limit = 6.0
+    job = make_job(src, dst, max_records=1000, unreachable_timeout_s=limit)
+    started = time.monotonic()
+    result = copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, 100))
+    took = time.monotonic() - started
+
+    assert result.unreachable == "B", result.error
+    assert result.error and result.error.startswith(f"cluster B ({dst.bootstrap}) has been unreachable")
+    assert result.transactions == 0 and result.records == 0
+    # Without the fix: the check's limit, then the writer's opening or flush waited another one.
+    assert took < limit * 1.5, f"the copy gave up {took:.1f}s after the kill (limit {limit:.0f}s)"
 
 
 def test_a_request_made_once_the_cluster_is_out_of_reach_waits_only_what_is_left_of_the_limit(

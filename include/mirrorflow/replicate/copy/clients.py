@@ -22,9 +22,10 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, admin_client, reader, topic_ids
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, admin_client, reader
 from mirrorflow.replicate.copy.calls import (
     CONSUMER_DEFAULTS,
+    described_topic_ids,
     flush,
     new_client_config,
     partition_count,
@@ -186,7 +187,8 @@ class SharedClients:
 
     def live_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
         """The topic ids the source and target clusters hold now (one DescribeTopics call each),
-        to check them against the plan's (see resume.check_live)."""
+        to check them against the plan's (see resume.check_live); ClusterUnreachable when one
+        does not answer within what is left of its limit."""
         job = self.job
         with self._lock:
             if self._admins is None:
@@ -195,10 +197,10 @@ class SharedClients:
                     admin_client(job.target_admin or job.target_consumer),
                 )
             source_admin, target_admin = self._admins
-        timeout = job.unreachable_timeout_s
+        source_watch, target_watch = self.watches
         return (
-            topic_ids(source_admin, source_topics, timeout_s=timeout),
-            topic_ids(target_admin, remote_topics, timeout_s=timeout),
+            described_topic_ids(source_admin, source_topics, source_watch),
+            described_topic_ids(target_admin, remote_topics, target_watch),
         )
 
     def end_readers(self) -> tuple[Consumer, Consumer]:

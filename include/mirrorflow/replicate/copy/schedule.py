@@ -111,10 +111,15 @@ class _SlotCopy:
             source_ids, remote_ids = self.shared.live_topic_ids(
                 {s.topic for s in spans}, {s.remote_topic for s in spans}
             )
-        except (KafkaException, TimeoutError):
-            # A cluster that does not answer (DescribeTopics times out: the future's TimeoutError)
-            # fails the copy itself, with its own cause.
+        except ClusterUnreachable as exc:
+            # Silent for the limit: nothing of the slot is copied (as _failed does for a batch).
+            for copy in self.copies:
+                copy.result.unreachable = exc.alias
+                self._fail(copy, str(exc))
+            self.shared.unreachable = self.copies[0].result
             return
+        except KafkaException:
+            return  # any other refusal fails the copy itself, with its own cause
         for copy in self.copies:
             try:
                 check_live(copy.span, source_ids, remote_ids)
