@@ -263,10 +263,18 @@ def await_topics(admin: AdminClient, partitions: Mapping[str, int], *, timeout_s
         time.sleep(POLL_S)
 
 
-def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = TIMEOUT_S) -> dict[str, str]:
+NO_ANSWER_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+"""Errors that say a request got no answer from the cluster, not that the cluster refused it."""
+
+
+def topic_ids(
+    admin: AdminClient, topics: Iterable[str], *, timeout_s: float = TIMEOUT_S, answered: bool = False
+) -> dict[str, str]:
     """Kafka's topic ID of each existing topic (one DescribeTopics request for all of them): a
     deleted and recreated topic has the same name and a new ID. Topics that do not exist, or
-    that the cluster does not describe, are left out."""
+    that the cluster does not describe, are left out. `answered`: a request the cluster did not
+    answer raises (TimeoutError, or KafkaException with a NO_ANSWER_CODES code) instead of
+    leaving its topics out."""
     names = sorted(set(topics))
     if not names:
         return {}
@@ -275,7 +283,10 @@ def topic_ids(admin: AdminClient, topics: Iterable[str], *, timeout_s: float = T
     for name, future in futures.items():
         try:
             description = future.result(timeout_s)
-        except KafkaException:
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if answered and isinstance(error, KafkaError) and error.code() in NO_ANSWER_CODES:
+                raise
             continue
         if description.topic_id is not None:
             out[name] = str(description.topic_id)

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served, topic_ids
 from mirrorflow.replicate.copy.job import CopyError, CopyJob
 
 CLIENT_TIMEOUT_S = 60.0
@@ -238,37 +238,23 @@ def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch)
     return metadata
 
 
-NO_ANSWER_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
-
-
 def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: ClusterWatch) -> dict[str, str]:
-    """Kafka's topic id of each of `topics` the cluster holds (one DescribeTopics request), waiting
-    as topic_metadata does: what is left of the watch's limit, at least METADATA_FLOOR_S. No answer
-    in that time is ClusterUnreachable (the cluster has then been silent for the limit), not an
-    empty answer: a copy that took it for one went on to produce and flush, and waited the limit
-    a second time (a micro-batch window whose target died ended after 42 s, limit 15 s)."""
-    names = sorted(set(topics))
-    if not names:
-        return {}
+    """kafka.topic_ids waiting as topic_metadata does: what is left of the watch's limit, at least
+    METADATA_FLOOR_S. No answer in that time is ClusterUnreachable (the cluster has then been
+    silent for the limit), not an empty answer: a copy that took it for one went on to produce and
+    flush, and waited the limit a second time (a micro-batch window whose target died ended after
+    42 s, limit 15 s)."""
     timeout = max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
-    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
-    out = {}
-    for name, future in futures.items():
-        try:
-            description = future.result(timeout)
-        except TimeoutError as exc:
-            raise ClusterUnreachable(
-                watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
-            ) from exc
-        except KafkaException as exc:
-            error = kafka_error(exc)
-            if error is not None and error.code() in NO_ANSWER_CODES:
-                raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
-            continue  # the cluster answered: the topic is not there (or not described to us)
-        if description.topic_id is not None:
-            out[name] = str(description.topic_id)
+    try:
+        ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
+    except TimeoutError as exc:
+        raise ClusterUnreachable(
+            watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
+        ) from exc
+    except KafkaException as exc:
+        raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, describe(exc)) from exc
     watch.alive()
-    return out
+    return ids
 
 
 def init_transactions(producer: Producer, topic: str, watch: ClusterWatch) -> None:
