@@ -30,8 +30,8 @@ FLOW = (
 # The window's length counts from its plan, and Spark's start-up on a loaded machine took more than
 # 20 s: a window that short was over before its tasks began. The test does not wait for the end
 # (the CLI window takes over after a few seconds of copying), so a longer window costs nothing.
-EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 STATUS_LINE = re.compile(r"window A->B: ([\d,]+) records \([\d,]+/s\), lag now [\d.]+s, p50 \S+, p99 \S+")
+EXECUTOR = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
 def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
