@@ -26,6 +26,7 @@ from pathlib import Path
 
 import psutil
 
+from mirrorflow.airflow.process_stop import running, wait_gone, wait_gone_ending_idle_workers
 from mirrorflow.airflow.settings import PROJECT_ROOT as ROOT
 
 BIN = Path(sys.executable).parent
@@ -158,24 +159,6 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait up to `timeout` for `procs` to end; the ones still running. Polled: psutil's
-    wait_procs raises when a process ends (and is reaped by its parent) while it waits on it."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in procs if _alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [p for p in alive if _alive(p)]
-    return alive
-
-
 class ComponentExited(RuntimeError):
     """An Airflow component stopped on its own while the others ran."""
 
@@ -200,6 +183,7 @@ class AirflowServer:
         self.extra_env = dict(env or {})
         self.logs = home.home / "logs"
         self.processes: dict[str, subprocess.Popen] = {}
+        self.idle_workers_ended: list[str] = []
         self._known: dict[int, psutil.Process] = {}
         self._token: str | None = None
 
@@ -298,7 +282,7 @@ class AirflowServer:
     def pids(self) -> set[int]:
         """Every process of this server still running (components and what they started)."""
         self._remember_descendants()
-        return {pid for pid, proc in self._known.items() if _alive(proc)}
+        return {pid for pid, proc in self._known.items() if running(proc)}
 
     def _signal_groups(self, signum: int, components: tuple[str, ...] = COMPONENTS) -> None:
         for name in components:
@@ -326,17 +310,22 @@ class AirflowServer:
         that cannot would retry for half a minute). Once: a scheduler signalled again while it
         waits for its executor's workers gives up waiting and hangs at exit. Then the api-server,
         with a grace of its own. Returns the command lines of the processes that had to be
-        killed (none when everything stopped when asked)."""
+        killed (none when everything stopped when asked); `idle_workers_ended` names the idle
+        LocalExecutor workers ended so that the scheduler could exit (see
+        _wait_gone_ending_idle_workers)."""
         self._remember_descendants()
         api = self._api_server_tree()
         others = tuple(c for c in COMPONENTS if c != "api-server")
         first = [proc for pid, proc in self._known.items() if pid not in api]
         self._signal_groups(signal.SIGTERM, others)
         self._terminate_outside_groups(first, others)
-        alive = _wait_gone(first, grace)
+        scheduler = self.processes.get("scheduler")
+        alive, self.idle_workers_ended = wait_gone_ending_idle_workers(
+            first, scheduler.pid if scheduler is not None else None, grace
+        )
         self._signal_groups(signal.SIGTERM, ("api-server",))
         self._terminate_outside_groups([p for p in self._known.values() if p.pid in api], ("api-server",))
-        alive = [*alive, *_wait_gone([p for p in self._known.values() if p.pid in api], API_GRACE_S)]
+        alive = [*alive, *wait_gone([p for p in self._known.values() if p.pid in api], API_GRACE_S)]
         killed = []
         for leftover in alive:
             with contextlib.suppress(psutil.Error):
@@ -345,7 +334,7 @@ class AirflowServer:
         for leftover in alive:
             with contextlib.suppress(psutil.Error):
                 leftover.kill()
-        _wait_gone(alive, 10)
+        wait_gone(alive, 10)
         for proc in self.processes.values():
             proc.wait(timeout=10)
         return killed

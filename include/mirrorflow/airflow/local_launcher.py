@@ -236,6 +236,12 @@ def serve(server: AirflowServer, user: str, env: dict[str, str], *, unpausing: b
         started = time.monotonic()
         killed = server.stop()
         forced = f"; {len(killed)} process(es) did not stop and were killed" if killed else ""
+        idle = server.idle_workers_ended
+        if idle:
+            forced += (
+                f"; {len(idle)} idle LocalExecutor worker(s) the scheduler waited on with every task "
+                "ended were stopped (SIGKILL; they ran nothing)"
+            )
         print(f"airflow-local: stopped in {time.monotonic() - started:.1f}s{forced}", flush=True)
         # Which ones, so a slow stop can be told apart (mirrorflow puts no secret in a command line).
         for line in killed:
