@@ -252,8 +252,30 @@ def wait_for_input(server: AirflowServer, dag_id: str, run_id: str, task_id: str
     until(f"{dag_id} {task_id} waits for input", timeout, asking, every=3)
 
 
+def deferral_taken(server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> None:
+    """Wait until the scheduler has taken the executor's report of the task's deferral (its
+    "awaiting input" try). Airflow 3.3 fails a try answered before that (apache/airflow 72716,
+    docs/reference/limits.md): the report, drained late, reads as the resumed try's end. The
+    worker reports about 5 s after the task deferred, later under load, and the tests answered
+    sooner than that: twice in one run, so that the retry failed too. An operator answers later."""
+    try_number = server.api(run_path(dag_id, run_id) + f"/taskInstances/{task_id}")["try_number"]
+    report = (
+        f"Received executor event with state success for task instance TaskInstanceKey(dag_id='{dag_id}', "
+        f"task_id='{task_id}', run_id='{run_id}', try_number={try_number},"
+    )
+    log = server.logs / "scheduler.log"
+    until(
+        f"the scheduler took {task_id}'s deferral",
+        120,
+        lambda: report in log.read_text(errors="replace"),
+        every=0.5,
+    )
+
+
 def required_action(page: Any, server: AirflowServer, dag_id: str, run_id: str, task_id: str) -> str:
-    """Open the task's Required Action; the text it shows."""
+    """Open the task's Required Action (once the scheduler has taken its deferral, see
+    deferral_taken); the text it shows."""
+    deferral_taken(server, dag_id, run_id, task_id)
     page.goto(f"{server.url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}")
     page.get_by_text("Required Action").first.click()
     page.get_by_role("button", name="Approve", exact=True).wait_for()

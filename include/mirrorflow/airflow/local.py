@@ -312,7 +312,7 @@ class AirflowServer:
         with a grace of its own. Returns the command lines of the processes that had to be
         killed (none when everything stopped when asked); `idle_workers_ended` names the idle
         LocalExecutor workers ended so that the scheduler could exit (see
-        _wait_gone_ending_idle_workers)."""
+        process_stop.wait_gone_ending_idle_workers)."""
         self._remember_descendants()
         api = self._api_server_tree()
         others = tuple(c for c in COMPONENTS if c != "api-server")

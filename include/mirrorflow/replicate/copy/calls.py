@@ -243,8 +243,10 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
     METADATA_FLOOR_S. No answer in that time is ClusterUnreachable (the cluster has then been
     silent for the limit), not an empty answer: a copy that took it for one went on to produce and
     flush, and waited the limit a second time (a micro-batch window whose target died ended after
-    42 s, limit 15 s)."""
+    42 s, limit 15 s). An error well before that time (a broker's connection dropped) is no
+    proof the cluster is gone: the check is skipped then, as it always was."""
     timeout = max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
+    started = time.monotonic()
     try:
         ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
     except TimeoutError as exc:
@@ -252,6 +254,11 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
             watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
         ) from exc
     except KafkaException as exc:
+        if time.monotonic() - started < timeout * 0.9:
+            # Refused early (one broker's connection dropped, as in a leader's failover): the
+            # cluster may well answer through its other brokers; the check is skipped this once.
+            watch.check()
+            return {}
         raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, describe(exc)) from exc
     watch.alive()
     return ids
