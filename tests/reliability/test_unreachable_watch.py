@@ -94,14 +94,21 @@ def test_an_abort_librdkafka_ends_by_itself_is_not_an_answer(local_kafka) -> Non
     assert watch.down_since == went_down
 
 
-def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable(
-    local_kafka, monkeypatch
-) -> None:
+def _source_and_target(local_kafka, records: int) -> tuple[Cluster, Cluster]:
+    """Clusters A and B of their own, ready for a copy of `records` records of A's `orders`."""
     a_kafka, b_kafka = local_kafka(), local_kafka()
     src, dst = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
     create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
     create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    produce_keyed(src.bootstrap, "orders", 500, 1, b"v" * 100)
+    produce_keyed(src.bootstrap, "orders", records, 1, b"v" * 100)
+    return src, dst
+
+
+def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable(
+    local_kafka, monkeypatch
+) -> None:
+    src, dst = _source_and_target(local_kafka, 500)
+    b_kafka = dst.kafka
     commit = transaction._commit
     commits: list[str] = []
 
@@ -125,11 +132,8 @@ def test_a_commit_the_killed_target_never_answered_fails_the_copy_as_unreachable
 def test_a_topic_check_the_killed_target_never_answered_fails_the_copy_at_the_limit(
     local_kafka, monkeypatch
 ) -> None:
-    a_kafka, b_kafka = local_kafka(), local_kafka()
-    src, dst = Cluster("A", a_kafka.bootstrap, a_kafka), Cluster("B", b_kafka.bootstrap, b_kafka)
-    create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
-    create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
-    produce_keyed(src.bootstrap, "orders", 100, 1, b"v" * 100)
+    src, dst = _source_and_target(local_kafka, 100)
+    b_kafka = dst.kafka
     check_live = schedule._SlotCopy._check_live
 
     def target_dies_first(self) -> None:

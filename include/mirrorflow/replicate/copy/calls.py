@@ -218,6 +218,12 @@ def drop(producer: Producer) -> None:
 METADATA_FLOOR_S = 3.0
 
 
+def request_wait(watch: ClusterWatch) -> float:
+    """How long one request to the watched cluster may wait: what is left of the limit, at least
+    METADATA_FLOOR_S (see topic_metadata)."""
+    return max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
+
+
 def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch) -> Any:
     """One Metadata request for `topic` (None when the answer does not name it); a cluster
     that does not answer within the watch's limit is ClusterUnreachable. A request made once the
@@ -226,7 +232,7 @@ def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch)
     (and the large-span turn others waited for) a whole limit more; a process that was frozen
     (SIGSTOP, a suspended VM) past the limit still gets a real chance to hear from the cluster,
     whose answer clears the watch."""
-    timeout = max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
+    timeout = request_wait(watch)
     try:
         metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
     except KafkaException as exc:
@@ -245,7 +251,7 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
     flush, and waited the limit a second time (a micro-batch window whose target died ended after
     42 s, limit 15 s). An error well before that time (a broker's connection dropped) is no
     proof the cluster is gone: the check is skipped then, as it always was."""
-    timeout = max(min(watch.limit_s, METADATA_FLOOR_S), watch.time_left())
+    timeout = request_wait(watch)
     started = time.monotonic()
     try:
         ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
