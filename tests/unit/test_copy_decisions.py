@@ -4,10 +4,11 @@ whether a plan still holds, how long a settle may wait."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
+from mirrorflow.kafka import ClusterWatch
 from mirrorflow.replicate.copy import CopyJob, SharedClients, StalePlan
-from mirrorflow.replicate.copy.calls import is_fencing
+from mirrorflow.replicate.copy.calls import COPY_LINGER_MS, is_fencing, producer_config
 from mirrorflow.replicate.copy.job import SETTLE_MARGIN_S
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
 from mirrorflow.replicate.plan import PartitionSpan
@@ -126,3 +127,22 @@ def test_a_settle_waits_longer_than_any_live_transaction_of_the_flow_can_stay_op
     with SharedClients(job(**{"transaction.timeout.ms": timeout_ms})) as shared:
         shared.writer(7)
         assert shared.progress.timeout_s >= timeout_ms / 1000 + SETTLE_MARGIN_S
+
+
+def copy_producer(**target: object) -> dict[str, object]:
+    config = producer_config(job(**target), ClusterWatch("B", "127.0.0.1:9", 15.0), "mirrorflow-B-1")
+    Producer(config)  # librdkafka accepts it (linger.ms must stay below message.timeout.ms)
+    return config
+
+
+def test_the_copy_producer_lingers_unless_the_user_says_otherwise() -> None:
+    """A transactional producer whose queue runs ahead spins its broker thread on every record
+    older than linger.ms while five requests are out (calls.COPY_LINGER_MS); the user's own
+    setting, under either of librdkafka's names, is kept as given."""
+    assert COPY_LINGER_MS >= 100
+    assert copy_producer()["linger.ms"] == COPY_LINGER_MS
+    assert copy_producer(**{"linger.ms": 5})["linger.ms"] == 5
+    given = copy_producer(**{"queue.buffering.max.ms": 7})
+    assert given["queue.buffering.max.ms"] == 7 and "linger.ms" not in given
+    short = copy_producer(**{"message.timeout.ms": 400})
+    assert 0 < short["linger.ms"] < 400
