@@ -12,6 +12,7 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewPartitions,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -26,8 +27,10 @@ from mirrorflow.control.topic_sync import (
     run_sync_topic_acls,
     run_sync_topic_configs,
 )
+from mirrorflow.kafka import topic_ids
 from mirrorflow.ops.acls import MissingAcl
 from mirrorflow.policy.provenance import RECORD_HEADROOM
+from mirrorflow.replicate.topics import sync_remote_topics
 
 from ..conftest import Cluster
 from .kafkatools import create_topics
@@ -322,3 +325,45 @@ def test_remote_topics_are_created_and_grown_in_requests_under_kafkas_partition_
     assert grown["grown"] == {f"A.t{i}": [3, 5] for i in range(5)}
     assert seen == [4, 4, 2], "2 new partitions per topic, at most 4 per request"
     assert all(partition_counts(b)[f"A.t{i}"] == 5 for i in range(5))
+
+
+class _RacedAdmin:
+    """The target's admin client, with a rival create of the same topics (another run of the
+    flow, on its own connection) sent just before each create of ours, so ours may lose."""
+
+    def __init__(self, admin: AdminClient, rival: AdminClient) -> None:
+        self.admin, self.rival = admin, rival
+        self.rival_futures: dict = {}
+        rival.list_topics(timeout=10)  # connected, so its create leaves first
+
+    def create_topics(self, new_topics, **kwargs):
+        self.rival_futures = self.rival.create_topics(
+            [NewTopic(t.topic, t.num_partitions, t.replication_factor) for t in new_topics]
+        )
+        return self.admin.create_topics(new_topics, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.admin, name)
+
+
+def test_a_create_that_lost_a_race_returns_once_the_topic_and_its_id_are_served(kafka_clusters) -> None:
+    """Another run (or refresh_topics) creates the remote topic at the same moment as this run,
+    whose create then fails with TOPIC_ALREADY_EXISTS. That answer can come before the brokers
+    serve the topic; sync_remote_topics must not return before they do, or the plan that reads
+    the remote topic's ID next stores progress without it."""
+    a, b = kafka_clusters(2)
+    flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
+    lost = 0
+    for attempt in range(12):
+        create_topics(a.bootstrap, (f"raced{attempt}", 3))
+        target = _RacedAdmin(admin(b), admin(b))
+        topics = sync_remote_topics(flow, admin(a), target)
+        remote = f"A.raced{attempt}"
+        assert topics.errors == {}
+        if remote not in topics.created:
+            lost += 1
+            assert remote in topic_ids(target.admin, [remote]), "returned before the brokers served the topic"
+        target.rival_futures[remote].exception(30)  # the rival's answer, before its client goes
+        if lost >= 3:
+            break
+    assert lost, "the rival create never won the race in 12 tries"
