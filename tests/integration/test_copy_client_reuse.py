@@ -235,3 +235,38 @@ def test_a_worker_opens_one_writer_per_slot_and_none_per_partition(
     assert {p: [r.value for r in copied[p]] for p in range(30)} == {
         p: [b"v%d-0" % p, b"v%d-1" % p] for p in range(30)
     }
+
+
+def test_a_copy_call_checks_its_topics_ids_once_for_all_its_slots(shared_clusters, unique) -> None:
+    """A micro-batch task copies every interval: each slot asking both clusters for its topics'
+    ids made two DescribeTopics per slot and interval. One copy call now asks once for all its
+    spans before its slots start, and the slots check against that answer while it is fresh."""
+    src, dst, _ = shared_clusters
+    topic = unique("checked")
+    while len({writer_slot(topic, p) for p in range(12)}) < 8:
+        topic = unique("checked")
+    progress = unique("progress")
+    create_topics(dst.bootstrap, (progress, 25, {"cleanup.policy": "compact"}))
+    create_topics(src.bootstrap, (topic, 12))
+    create_topics(dst.bootstrap, (f"A.{topic}", 12))
+    job = make_job(src, dst, offset_syncs_topic=None, progress_topic=progress)
+    counts = []
+    with copy.CopyWorker(job) as worker:
+        for batch in range(3):
+            produce(src.bootstrap, topic, [{"value": b"v%d-%d" % (p, batch), "partition": p} for p in range(12)])
+            checks = copy.stats.topic_id_checks
+            spans = [
+                PartitionSpan(topic, p, f"A.{topic}", batch, batch + 1, progress=batch - 1) for p in range(12)
+            ]
+            results = worker.copy(spans)
+            assert [(r.partition, r.ok, r.records) for r in results] == [(p, True, 1) for p in range(12)], [
+                r.error for r in results
+            ]
+            counts.append(copy.stats.topic_id_checks - checks)
+    # The first call also opens the writers (seconds): slots that start more than
+    # LIVE_IDS_REUSE_S after its answer ask again for their own topics, as every slot did.
+    assert counts[1:] == [1, 1], counts
+    copied = read_topic(dst.bootstrap, f"A.{topic}", 12)
+    assert {p: [r.value for r in copied[p]] for p in range(12)} == {
+        p: [b"v%d-%d" % (p, batch) for batch in range(3)] for p in range(12)
+    }

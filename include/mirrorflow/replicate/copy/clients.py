@@ -18,6 +18,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -34,6 +35,7 @@ from mirrorflow.replicate.copy.calls import (
 )
 from mirrorflow.replicate.copy.held_syncs import SYNC_WAIT_S, HeldSyncs
 from mirrorflow.replicate.copy.job import CopyJob, UnitResult, settle_timeout_s
+from mirrorflow.replicate.plan import PartitionSpan
 from mirrorflow.replicate.progress import ProgressReader
 
 CONSUME_BATCH = 2000
@@ -74,6 +76,7 @@ class Stats:
         self.writers_opened = 0
         self.older_writers_fenced = 0
         self.transactions_swept = 0
+        self.topic_id_checks = 0
 
     def add(self, name: str, count: int = 1) -> None:
         with self._lock:
@@ -102,6 +105,22 @@ class PooledConsumer:
             self.watch.on_error(error)
 
 
+LIVE_IDS_REUSE_S = 1.0
+"""How long a copy call's topic-id answer (SharedClients.check_ahead) serves its slots' checks."""
+
+
+@dataclass(frozen=True)
+class _LiveIds:
+    asked: float
+    sources: frozenset[str]
+    remotes: frozenset[str]
+    answer: tuple[dict, dict] | Exception
+
+    def covers(self, sources: frozenset[str], remotes: frozenset[str]) -> bool:
+        fresh = time.monotonic() - self.asked <= LIVE_IDS_REUSE_S
+        return fresh and sources <= self.sources and remotes <= self.remotes
+
+
 class SharedClients:
     def __init__(self, job: CopyJob, *, keep_writers: bool = False) -> None:
         from mirrorflow.replicate.copy.writer import SlotWriter
@@ -127,6 +146,7 @@ class SharedClients:
         self._remote_partitions: dict[str, int] = {}
         self._ends: tuple[Consumer, Consumer] | None = None
         self._admins: tuple[AdminClient, AdminClient] | None = None
+        self._live: _LiveIds | None = None
         self.large = threading.Semaphore(1)
         """Held while a large span (see schedule.SMALL_SPAN) is copied: one at a time per worker."""
         self.unreachable: UnitResult | None = None
@@ -185,10 +205,39 @@ class SharedClients:
             self._remote_partitions[topic] = count
         return count
 
+    def check_ahead(self, spans: Iterable[PartitionSpan]) -> None:
+        """Ask both clusters for the topic ids of every span of a copy call at once, before its
+        slots start: slots that start within LIVE_IDS_REUSE_S take their check from this answer
+        (or its failure) instead of asking for their own topics, two requests per slot. A
+        micro-batch task copies every interval, so that was two DescribeTopics per slot and
+        interval, and their wait on every slot's path."""
+        spans = list(spans)
+        self._live = None
+        if not spans:
+            return
+        sources, remotes = frozenset(s.topic for s in spans), frozenset(s.remote_topic for s in spans)
+        asked = time.monotonic()
+        try:
+            answer: tuple[dict, dict] | Exception = self._ask_topic_ids(sources, remotes)
+        except (ClusterUnreachable, KafkaException) as exc:
+            answer = exc
+        self._live = _LiveIds(asked, sources, remotes, answer)
+
     def live_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
         """The topic ids the source and target clusters hold now (one DescribeTopics call each),
         to check them against the plan's (see resume.check_live); ClusterUnreachable when one
-        does not answer within what is left of its limit."""
+        does not answer within what is left of its limit. A check_ahead answer of this copy
+        call serves it while it is fresh and covers the topics."""
+        source_topics, remote_topics = frozenset(source_topics), frozenset(remote_topics)
+        live = self._live
+        if live is not None and live.covers(source_topics, remote_topics):
+            if isinstance(live.answer, Exception):
+                raise live.answer
+            return live.answer
+        return self._ask_topic_ids(source_topics, remote_topics)
+
+    def _ask_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
+        stats.add("topic_id_checks")
         job = self.job
         with self._lock:
             if self._admins is None:

@@ -48,6 +48,7 @@ class CopyWorker:
         groups = [sorted(indexes, key=lambda i: spans[i].pending > SMALL_SPAN) for indexes in slots.values()]
         groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
         self.shared.unreachable = None
+        self.shared.check_ahead(spans)
 
         def copy_group(indexes: list[int]) -> None:
             for index, result in zip(
