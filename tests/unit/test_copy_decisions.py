@@ -146,3 +146,19 @@ def test_the_copy_producer_lingers_unless_the_user_says_otherwise() -> None:
     assert given["queue.buffering.max.ms"] == 7 and "linger.ms" not in given
     short = copy_producer(**{"message.timeout.ms": 400})
     assert 0 < short["linger.ms"] < 400
+
+
+def test_a_failed_check_ahead_fails_the_slots_with_its_cause_and_never_escapes_the_copy(monkeypatch) -> None:
+    """copy() never raises: whatever the copy call's one topic-id check meets is handed to each
+    slot, which handles it where its own check used to meet it."""
+    from mirrorflow.replicate.copy import CopyWorker
+
+    def broken(self, sources, remotes):
+        raise RuntimeError("the describe call broke")
+
+    monkeypatch.setattr(SharedClients, "_ask_topic_ids", broken)
+    spans = [PartitionSpan("t", p, "A.t", 0, 5, progress=-1) for p in range(3)]
+    with CopyWorker(job()) as worker:
+        results = worker.copy(spans)
+    assert [r.ok for r in results] == [False, False, False]
+    assert all("the describe call broke" in (r.error or "") for r in results), [r.error for r in results]
