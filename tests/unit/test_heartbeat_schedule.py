@@ -59,3 +59,16 @@ def test_schedule_merges_emitters_with_their_own_intervals_in_time_order() -> No
 
 def test_interval_zero_is_capped_at_ten_heartbeats_a_second() -> None:
     assert len(heartbeat_schedule([0.0], 1.0)) == 11
+
+
+def test_a_pair_whose_heartbeats_did_not_start_says_why_even_for_a_bare_timeout() -> None:
+    """The target's ACL check times out with concurrent.futures' TimeoutError, which has no
+    message: the log and the run said "no heartbeats this run: " and nothing more."""
+    import concurrent.futures
+
+    from mirrorflow.control.heartbeats import not_started_reason
+
+    assert not_started_reason(concurrent.futures.TimeoutError(), "B") == "cluster B did not answer in time"
+    assert not_started_reason(TimeoutError("after 30s"), "B") == "cluster B did not answer in time (after 30s)"
+    assert not_started_reason(RuntimeError("refused"), "B") == "refused"
+    assert "KeyError" in not_started_reason(KeyError(), "B")

@@ -195,6 +195,15 @@ class _Emitter:
             self.producer.flush(0)
 
 
+def not_started_reason(exc: BaseException, target: str) -> str:
+    """Why a pair's heartbeats did not start, in words: a bare TimeoutError (a call on the target
+    that got no answer in time, such as its ACL check) says nothing by itself."""
+    text = str(exc).strip()
+    if isinstance(exc, TimeoutError):
+        return f"cluster {target} did not answer in time" + (f" ({text})" if text else "")
+    return text or f"{type(exc).__name__} while setting up the heartbeats to cluster {target}"
+
+
 def emit_heartbeats(
     flows: Sequence[FlowConfig],
     *,
@@ -222,11 +231,10 @@ def emit_heartbeats(
         except Exception as exc:  # noqa: BLE001 - reported below, with the pair it belongs to
             if len(flows) == 1:
                 raise
-            log.error("%s: no heartbeats this run: %s", flow.name, exc)
+            reason = not_started_reason(exc, flow.target)
+            log.error("%s: no heartbeats this run: %s", flow.name, reason)
             unstarted.append(
-                HeartbeatRun(
-                    flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic, errors=[str(exc)]
-                )
+                HeartbeatRun(flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic, errors=[reason])
             )
     if not emitters:
         raise HeartbeatError(
