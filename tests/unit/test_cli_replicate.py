@@ -17,14 +17,9 @@ from confluent_kafka import Producer
 from rich.console import Console
 
 from mirrorflow.cli import main
-from mirrorflow.commands.replicate import (
-    CopyProgress,
-    ProgressWatcher,
-    cli_run_id,
-    print_plan,
-    progress_bar,
-    unfinished,
-)
+from mirrorflow.commands.flow_args import cli_run_id
+from mirrorflow.commands.replicate import ProgressWatcher, unfinished
+from mirrorflow.commands.run_display import CopyProgress, print_plan, progress_bar
 from mirrorflow.replicate import runner
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan

@@ -11,192 +11,39 @@ topic instead, which moves with every committed chunk.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaException
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.commands.console import fail_json, make_console, output_option, print_json
-from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, load_config
-from mirrorflow.config.mirrorflow_keys import DELIVERY_CHOICES
-from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
+from mirrorflow.commands.flow_args import (
+    CONFIG_ARGUMENT,
+    DELIVERY_OPTION,
+    FLOW_OPTION,
+    PLAN_ERRORS,
+    TIMEOUT_OPTION,
+    cli_run_id,
+    describe_kafka_error,
+    load_flow,
+    parse_topics,
+    parse_until_option,
+    resolve_clients,
+)
+from mirrorflow.commands.run_display import CopyProgress, print_outcome, print_plan, progress_bar
+from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.replicate import runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import Plan
-from mirrorflow.replicate.progress import ProgressReadError
-from mirrorflow.replicate.report import worst_rows
-from mirrorflow.replicate.tables import summary_table
-from mirrorflow.replicate.topics import InternalTopicError
-from mirrorflow.replicate.until import parse_until
-from mirrorflow.replicate.watch import Figures, ProgressWatcher, RunProgress, UnitKey
+from mirrorflow.replicate.watch import ProgressWatcher
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
-TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
-
-_PLAN_ERRORS = (
-    ClusterUnreachable,
-    KafkaException,
-    KafkaCallError,
-    InternalTopicError,
-    ProgressReadError,
-    runs.RunRecordMissing,
-)
-
-
-def cli_run_id(now: datetime | None = None) -> str:
-    """`cli__<UTC time>`, shaped like Airflow's `manual__<time>` so run lists sort together."""
-    moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return f"cli__{moment.isoformat(timespec='microseconds')}"
-
-
-# -- option parsing -------------------------------------------------------------------------
-
-
-def _parse_flow(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[str, str]:
-    source, arrow, target = value.partition("->")
-    if not arrow or not source.strip() or not target.strip():
-        raise click.BadParameter(
-            f"{value!r} is not a flow; write SOURCE->TARGET, for example primary->backup"
-        )
-    return source.strip(), target.strip()
-
-
-def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise click.BadParameter(
-            f"{value!r} is not a regular expression ({exc}); it must match whole topic names, e.g. 'orders|payments-.*'"
-        ) from exc
-    return value
-
-
-def _parse_until(_ctx: click.Context, _param: click.Parameter, value: str) -> int | None:
-    try:
-        return parse_until(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
-
-
-# -- config and clusters --------------------------------------------------------------------
-
-
-def _config_failure(err: Console, where: str, problems: list[Problem]) -> click.ClickException:
-    errors = [p for p in problems if p.is_error]
-    for problem in errors:
-        err.print(f"  [red]error[/red] {escape(problem.key)}: {escape(problem.message)}", highlight=False)
-        err.print(f"        fix: {escape(problem.fix)}", highlight=False)
-    return click.ClickException(
-        f"{where}: {len(errors)} configuration error(s); `mirrorflow validate` shows them all"
-    )
-
-
-def _load_flow(
-    err: Console, config_file: Path, source: str, target: str, *, require_enabled: bool
-) -> tuple[MirrorConfig, FlowConfig]:
-    try:
-        config = load_config(str(config_file))
-    except ConfigError as exc:
-        raise _config_failure(err, str(config_file), exc.problems) from exc
-    for alias in (source, target):
-        if alias not in config.clusters:
-            raise click.BadParameter(
-                f"{alias!r} is not a cluster of {config_file} (clusters = {', '.join(config.clusters)})",
-                param_hint="'--flow'",
-            )
-    if source == target:
-        raise click.BadParameter(
-            f"{source}->{target} copies a cluster onto itself; name two clusters", param_hint="'--flow'"
-        )
-    try:
-        flow = config.flow(source, target)
-    except ConfigError as exc:
-        raise _config_failure(err, f"{config_file} ({source}->{target})", exc.problems) from exc
-    if require_enabled and not config.replication_enabled(source, target):
-        raise click.ClickException(
-            f"{source}->{target} is not enabled in {config_file}: set {source}->{target}.enabled = true, "
-            f"or copy once with `mirrorflow migrate {config_file} --flow {source}->{target}`"
-        )
-    return config, flow
-
-
-def _resolve_clients(err: Console, flow: FlowConfig) -> FlowClients:
-    try:
-        return FlowClients.resolve(flow)
-    except ConfigError as exc:
-        raise _config_failure(err, flow.name, exc.problems) from exc
-
-
-def _describe_kafka_error(exc: KafkaException) -> str:
-    error = exc.args[0] if exc.args else None
-    if isinstance(error, KafkaError):
-        return f"{error.name()}: {error.str()}"
-    return str(exc)
-
-
-# -- progress while copying -----------------------------------------------------------------
-
-
-class CopyProgress:
-    """The run's progress (watch.RunProgress) shown as a bar per topic and one in total."""
-
-    def __init__(self, progress: Progress, plan: Plan) -> None:
-        self._progress = progress
-        self._run = RunProgress(plan)
-        self._total = progress.add_task("all topics", total=self._run.total().planned, partitions="")
-        self._rows: dict[str, TaskID] = {}
-        for topic in sorted(self._run.by_topic)[:TOPIC_ROWS]:
-            figures = self._run.figures(self._run.by_topic[topic])
-            remote = self._run.units[self._run.by_topic[topic][0]].remote_topic
-            self._rows[topic] = progress.add_task(f"{topic} → {remote}", total=figures.planned, partitions="")
-        self._render()
-
-    @property
-    def keys(self) -> list[UnitKey]:
-        return self._run.keys
-
-    def observed(self, stored: dict[UnitKey, int]) -> None:
-        self._run.observed(stored)
-        self._render()
-
-    def finished(self, result: UnitResult) -> None:
-        self._run.finished(result)
-        self._render()
-
-    @staticmethod
-    def _partitions(figures: Figures) -> str:
-        text = f"{figures.partitions_done}/{figures.partitions} partitions"
-        return text + (f", [red]{figures.failed} failed[/red]" if figures.failed else "")
-
-    def _render(self) -> None:
-        total = self._run.total()
-        self._progress.update(self._total, completed=total.done, partitions=self._partitions(total))
-        for topic, task in self._rows.items():
-            figures = self._run.figures(self._run.by_topic[topic])
-            self._progress.update(task, completed=figures.done, partitions=self._partitions(figures))
-
-
-def progress_bar(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:,.0f}/{task.total:,.0f} offsets"),
-        TextColumn("{task.fields[partitions]}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -338,109 +185,7 @@ def run_flow(
     return finish_run(config, flow, clients, planned, plan, plan_offset, done_passes)
 
 
-# -- output ---------------------------------------------------------------------------------
-
-
-def _print_lines(console: Console, lines: list[str], total: int, what: str) -> None:
-    """The first LOST_LINES of `lines`, then how many of `total` were left out."""
-    for line in lines[:LOST_LINES]:
-        console.print(line, highlight=False)
-    shown = min(len(lines), LOST_LINES)
-    if total > shown:
-        console.print(f"  ... and {total - shown:,} more {what}", highlight=False)
-
-
-def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
-    """What the plan does and cannot do; every list at most LOST_LINES long, with its count."""
-    per_topic = plan.summary()
-    pending = sum(s.pending for s in plan.spans)
-    console.print(
-        f"[bold]{plan.mode}[/bold] {escape(plan.flow)} run [bold]{escape(plan.run_id)}[/bold] "
-        f"({plan.delivery}): {len(per_topic)} topic(s), {len(plan.units())} partition(s) to copy, "
-        f"{pending:,} offset(s) planned",
-        highlight=False,
-    )
-    created = [f"  created {escape(remote)} on {escape(plan.target)}" for remote in planned["created_topics"]]
-    _print_lines(console, created, planned.get("created_topics_count", len(created)), "created")
-    grown = [
-        f"  grew {escape(remote)} from {before} to {after} partitions"
-        for remote, (before, after) in planned["grown_topics"].items()
-    ]
-    _print_lines(console, grown, planned.get("grown_topics_count", len(grown)), "grown")
-    lossy = {topic: row for topic, row in per_topic.items() if row["lost"]}
-    deleted = [
-        f"  [yellow]{escape(topic)}: {row['lost']:,} offset(s) were deleted from the source "
-        "(retention or DeleteRecords) before they were copied; copying from the earliest offset[/yellow]"
-        for topic, row in worst_rows(lossy, ("lost",), LOST_LINES).items()
-    ]
-    _print_lines(console, deleted, len(lossy), "topics with deleted offsets")
-    errors = [
-        f"  [red]{escape(topic)} is not copied: {escape(why)}[/red]"
-        for topic, why in sorted(planned["topic_errors"].items())
-    ]
-    _print_lines(console, errors, planned.get("topic_errors_count", len(errors)), "topics not copied")
-    restarted = [
-        f"  [yellow]{escape(partition)}: {escape(why)}[/yellow]"
-        for partition, why in planned["restarted_partitions"].items()
-    ]
-    _print_lines(
-        console,
-        restarted,
-        planned.get("restarted_count", len(restarted)),
-        "partitions copied again from the start",
-    )
-    if not plan.spans:
-        console.print(
-            f"  nothing to copy: no topic of {escape(plan.source)} passes the flow's topic filter and cycle check",
-            highlight=False,
-        )
-    elif not plan.units():
-        console.print("  nothing to copy: every partition is caught up", highlight=False)
-
-
-LOST_LINES = 20
-
-
-def _print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
-    summary = outcome.summary
-    if outcome.plan.spans:
-        console.print(summary_table(outcome.plan, summary))
-    totals = summary["totals"]
-    passes = f" in {outcome.passes} passes" if outcome.passes > 1 else ""
-    console.print(
-        f"{totals['records']:,} record(s), {totals['bytes']:,} bytes, {totals['transactions']:,} transaction(s), "
-        f"{totals['offset_syncs']:,} offset-sync(s){passes}; {summary['seconds']:.1f}s",
-        highlight=False,
-    )
-    if "window" in summary:
-        from mirrorflow.commands.window import window_line  # it imports this module
-
-        console.print(window_line(summary), highlight=False)
-    for gone in summary.get("lost", [])[:LOST_LINES]:
-        ranges = ", ".join(f"{start}-{end - 1}" for start, end in gone["offsets"])
-        console.print(
-            f"[yellow]{escape(gone['topic'])}-{gone['partition']}: offsets {ranges} were deleted from the source "
-            "(retention or DeleteRecords) before they could be copied[/yellow]",
-            highlight=False,
-        )
-    lossy = summary.get("lost_partitions", len(summary.get("lost", [])))
-    if lossy > LOST_LINES:
-        console.print(f"[yellow]... and {lossy - LOST_LINES:,} more partitions with losses[/yellow]")
-    if totals.get("retimed"):
-        where = ", ".join(f"{r['topic']}-{r['partition']}" for r in summary.get("retimed", [])[:LOST_LINES])
-        console.print(
-            f"[yellow]{totals['retimed']:,} record(s) with timestamp 0 were written with the copy's time "
-            f"instead (librdkafka cannot write a timestamp of 0): {escape(where)}[/yellow]",
-            highlight=False,
-        )
-    if outcome.failure:
-        err.print("[bold red]FAILED[/bold red]", highlight=False)
-        err.print(escape(outcome.failure), highlight=False)
-    else:
-        console.print(f"[bold green]OK[/bold green] {escape(outcome.plan.flow)} {outcome.plan.mode} run done")
-
-
-# -- commands -------------------------------------------------------------------------------
+# -- the commands ---------------------------------------------------------------------------
 
 
 def _execute(
@@ -462,7 +207,7 @@ def _execute(
     console = err if as_json else make_console()
     source, target = flow_pair
     try:
-        config, flow = _load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
+        config, flow = load_flow(err, config_file, source, target, require_enabled=mode == "replicate")
         micro_batch = mode == "replicate" and flow.replicate_mode == "micro-batch"
         if window_s is not None and not micro_batch:
             raise click.BadParameter(
@@ -470,7 +215,7 @@ def _execute(
                 f"{flow.name}.mirrorflow.replicate.mode = micro-batch to copy in windows",
                 param_hint="'--window'",
             )
-        clients = _resolve_clients(err, flow)
+        clients = resolve_clients(err, flow)
         try:
             if micro_batch:
                 from mirrorflow.commands.window import run_window  # it imports this module
@@ -498,8 +243,8 @@ def _execute(
                     delivery=delivery,
                     connect_timeout_s=connect_timeout,
                 )
-        except _PLAN_ERRORS as exc:
-            message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
+        except PLAN_ERRORS as exc:
+            message = describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
             raise click.ClickException(f"{flow.name} {mode} run failed: {message}") from exc
     except click.ClickException as exc:
         if not as_json:
@@ -508,7 +253,7 @@ def _execute(
     if as_json:
         print_json(run_json(mode, outcome))
     else:
-        _print_outcome(console, err, outcome)
+        print_outcome(console, err, outcome)
     if outcome.failure:
         raise SystemExit(1)
 
@@ -542,38 +287,11 @@ _OUTPUT_OPTION = output_option(
 )
 
 
-_FLOW_OPTION = click.option(
-    "--flow",
-    "flow_pair",
-    required=True,
-    metavar="SOURCE->TARGET",
-    callback=_parse_flow,
-    help="The flow to run, by its cluster aliases.",
-)
-_DELIVERY_OPTION = click.option(
-    "--delivery",
-    type=click.Choice(DELIVERY_CHOICES),
-    default=None,
-    help="Overrides mirrorflow.delivery for this run.",
-)
-_TIMEOUT_OPTION = click.option(
-    "--connect-timeout",
-    type=click.FloatRange(min=0.1),
-    default=None,
-    metavar="SECONDS",
-    help="How long each cluster may take to answer before the run gives up "
-    "(default: mirrorflow.cluster.unreachable.timeout.ms, 15 s unless set).",
-)
-_CONFIG_ARGUMENT = click.argument(
-    "config_file", metavar="CONFIG", type=click.Path(dir_okay=False, path_type=Path)
-)
-
-
 @click.command(name="replicate")
-@_CONFIG_ARGUMENT
-@_FLOW_OPTION
-@_DELIVERY_OPTION
-@_TIMEOUT_OPTION
+@CONFIG_ARGUMENT
+@FLOW_OPTION
+@DELIVERY_OPTION
+@TIMEOUT_OPTION
 @click.option(
     "--window",
     "window_s",
@@ -608,24 +326,24 @@ def replicate_command(
 
 
 @click.command(name="migrate")
-@_CONFIG_ARGUMENT
-@_FLOW_OPTION
+@CONFIG_ARGUMENT
+@FLOW_OPTION
 @click.option(
     "--topics",
     default=None,
     metavar="REGEX",
-    callback=_parse_topics,
+    callback=parse_topics,
     help="Copy only topics whose whole name matches (default: the flow's topics).",
 )
 @click.option(
     "--until",
     default="now",
     show_default=True,
-    callback=_parse_until,
+    callback=parse_until_option,
     help="'now' (the end offsets when the run starts), epoch milliseconds or an ISO-8601 time (UTC if no zone).",
 )
-@_DELIVERY_OPTION
-@_TIMEOUT_OPTION
+@DELIVERY_OPTION
+@TIMEOUT_OPTION
 @_OUTPUT_OPTION
 def migrate_command(
     config_file: Path,

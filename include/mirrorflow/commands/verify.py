@@ -20,16 +20,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from mirrorflow.commands.console import make_console
-from mirrorflow.commands.replicate import (
-    _CONFIG_ARGUMENT,
-    _FLOW_OPTION,
-    _PLAN_ERRORS,
-    _TIMEOUT_OPTION,
-    _describe_kafka_error,
-    _load_flow,
-    _parse_topics,
-    _parse_until,
+from mirrorflow.commands.flow_args import (
+    CONFIG_ARGUMENT,
+    FLOW_OPTION,
+    PLAN_ERRORS,
+    TIMEOUT_OPTION,
     cli_run_id,
+    describe_kafka_error,
+    load_flow,
+    parse_topics,
+    parse_until_option,
 )
 from mirrorflow.ops.acls import MissingAcl
 from mirrorflow.ops.verification import service as verify_service
@@ -109,20 +109,20 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
 
 
 @click.command(name="verify")
-@_CONFIG_ARGUMENT
-@_FLOW_OPTION
+@CONFIG_ARGUMENT
+@FLOW_OPTION
 @click.option(
     "--topics",
     default=None,
     metavar="REGEX",
-    callback=_parse_topics,
+    callback=parse_topics,
     help="Verify only topics whose whole name matches (default: the flow's topics).",
 )
 @click.option(
     "--until",
     default="now",
     show_default=True,
-    callback=_parse_until,
+    callback=parse_until_option,
     help="Verify up to 'now' (the last stable offsets) or a time: epoch milliseconds or ISO-8601 (UTC if no zone).",
 )
 @click.option(
@@ -137,7 +137,7 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
     "--seed", type=int, default=None, help="Seed of the sampled stretches (default: from the run id)."
 )
 @click.option("--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@_TIMEOUT_OPTION
+@TIMEOUT_OPTION
 def verify_command(
     config_file: Path,
     flow_pair: tuple[str, str],
@@ -154,7 +154,7 @@ def verify_command(
     console = make_console()
     err = make_console(stderr=True)
     source, target = flow_pair
-    config, flow = _load_flow(err, config_file, source, target, require_enabled=False)
+    config, flow = load_flow(err, config_file, source, target, require_enabled=False)
     try:
         summary = verify_service.run_locally(
             config,
@@ -169,8 +169,8 @@ def verify_command(
         )
     except VerificationFailed as exc:
         summary = dict(exc.summary)
-    except (*_PLAN_ERRORS, MissingAcl, VerifyError) as exc:
-        message = _describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
+    except (*PLAN_ERRORS, MissingAcl, VerifyError) as exc:
+        message = describe_kafka_error(exc) if isinstance(exc, KafkaException) else str(exc)
         raise click.ClickException(f"{flow.name} verification failed to run: {message}") from exc
     if output == "json":
         console.print_json(json.dumps(summary))

@@ -49,7 +49,8 @@ def run_window(
     window_s: float | None,
     connect_timeout_s: float | None,
 ):  # -> commands.replicate.RunOutcome (imported here: that module imports this one)
-    from mirrorflow.commands.replicate import RunOutcome, finish_run, print_plan
+    from mirrorflow.commands.replicate import RunOutcome, finish_run
+    from mirrorflow.commands.run_display import print_plan
 
     planned = service.plan_run(
         config, flow.source, flow.target, run_id=run_id, connect_timeout_s=connect_timeout_s
