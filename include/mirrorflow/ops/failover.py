@@ -25,60 +25,41 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.control.checkpoints import read_checkpoints
-from mirrorflow.control.flows import load, reverse_flow
-from mirrorflow.control.groups import Committed, commit_offsets, committed_offsets, describe_groups
+from mirrorflow.control.flows import load
+from mirrorflow.control.groups import commit_offsets, committed_offsets, describe_groups
 from mirrorflow.control.translation.bounds import partition_bounds, records_left
-from mirrorflow.control.translation.group_pass import relevant_group_offsets, translate_offsets
-from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.control.translation.rule import Status
-from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.kafka import admin_client
 from mirrorflow.kafka_diagnosis import no_answer
 from mirrorflow.ops.acls import require_job_acls
 from mirrorflow.ops.divergent_tail import (
     ASIDE,
     CHOICES,
-    REPLAY,
-    Tail,
-    aside_topic,
-    divergent_tails,
     keep_aside,
 )
+from mirrorflow.ops.failover_rows import (
+    CHECKPOINT_STATUS,
+    CHECKPOINTS,
+    COMMITTED,
+    LIVE,
+    NOT_MOVED,
+    REFUSED,
+    UNTRANSLATED,
+    WOULD_COMMIT,
+    FailoverError,
+    FailoverRow,
+    checkpoint_rows,
+    live_rows,
+)
+from mirrorflow.ops.failover_tails import divergent_message, place_around_tails, read_tails
 
 log = logging.getLogger(__name__)
-
-LIVE = "live"
-CHECKPOINTS = "checkpoints"
-CHECKPOINT_STATUS = "checkpoint"
-UNTRANSLATED = "untranslated"
-
-COMMITTED, WOULD_COMMIT, REFUSED, NOT_MOVED = "committed", "would commit", "refused", "not moved"
-DIVERGENT_ROWS = 100
-
-
-class FailoverError(RuntimeError):
-    """Failover cannot start; nothing was changed. The message says what to fix."""
-
-
-@dataclass(frozen=True, slots=True)
-class FailoverRow:
-    group: str
-    topic: str  # the topic the group consumes on the target cluster
-    partition: int
-    source_topic: str
-    source_offset: int
-    target_offset: int | None
-    lag: int | None  # records left on the target for this group
-    status: str  # exact | ahead | mm2-precise | mm2 | checkpoint | untranslated
-    action: str  # committed | would commit | refused | not moved
-    note: str = ""
 
 
 @dataclass
@@ -124,148 +105,6 @@ def _groups_pattern(regex: str) -> re.Pattern[str]:
             f"--groups {regex!r} is not a valid regular expression ({exc}); it must match whole group "
             "names, e.g. 'orders-.*'"
         ) from exc
-
-
-def _live_rows(
-    config: MirrorConfig, flow: FlowConfig, clients: FlowClients, pattern: re.Pattern[str], regex: str
-) -> tuple[list[FailoverRow], dict[str, dict[tuple[str, int], Committed]]]:
-    groups = relevant_group_offsets(flow, clients, wanted=pattern.fullmatch, any_topic=True)
-    if not groups.offsets:
-        raise FailoverError(
-            f"no group on {flow.source} matches {regex!r} (whole name) and has committed offsets; "
-            f"{groups.listed} groups exist there"
-        )
-    with Translator(flow, clients, reverse=reverse_flow(config, flow)) as translator:
-        translated = translate_offsets(translator, groups.offsets)
-    rows, commits = [], {}
-    for t in translated:
-        if t.translation is None or t.target_topic is None:
-            rows.append(
-                FailoverRow(
-                    group=t.group,
-                    topic=t.target_topic or "-",
-                    partition=t.partition,
-                    source_topic=t.topic,
-                    source_offset=t.committed.offset,
-                    target_offset=None,
-                    lag=None,
-                    status=UNTRANSLATED,
-                    action=NOT_MOVED,
-                    note=t.reason or "",
-                )
-            )
-            continue
-        note = ""
-        if t.translation.status == Status.AHEAD:
-            note = (
-                f"read {t.translation.unreplicated} offsets {flow.name} has not copied yet; they will be read "
-                "again once copied: let the flow catch up and fail over again to avoid that"
-            )
-        elif t.translation.status == Status.MM2_PRECISE:
-            note = "provenance headers are off for this flow: MM2's rule, may re-deliver a few records"
-        elif t.translation.status == Status.SCANNED:
-            note = (
-                f"{flow.name}'s records in this partition are out of source order (an at-least-once re-copy "
-                "wrote some twice): placed at the first one at or after the group's position, found by reading "
-                "the partition; nothing skipped, records held twice may be read twice"
-            )
-        elif t.translation.status == Status.MM2:
-            note = (
-                f"copied by MirrorMaker 2 (no provenance headers): MM2's translation on its offset-syncs, "
-                f"re-reads up to about offset.lag.max ({flow.offset_lag_max}) records"
-            )
-        rows.append(
-            FailoverRow(
-                group=t.group,
-                topic=t.target_topic,
-                partition=t.partition,
-                source_topic=t.topic,
-                source_offset=t.committed.offset,
-                target_offset=t.translation.downstream_offset,
-                lag=None,
-                status=t.translation.status.value,
-                action=WOULD_COMMIT,
-                note=note,
-            )
-        )
-        commits.setdefault(t.group, {})[(t.target_topic, t.partition)] = Committed(
-            t.translation.downstream_offset, t.committed.metadata
-        )
-    return rows, commits
-
-
-def _checkpoint_rows(
-    flow: FlowConfig, clients: FlowClients, pattern: re.Pattern[str], regex: str
-) -> tuple[list[FailoverRow], dict[str, dict[tuple[str, int], Committed]]]:
-    try:
-        stored = read_checkpoints(clients.target_consumer, flow.checkpoints_topic)
-    except KafkaCallError as exc:
-        raise FailoverError(
-            f"could not read {flow.checkpoints_topic} on {flow.target} to its end ({exc}); a failover from "
-            "part of it could move groups to older checkpoints than the ones it holds, so nothing was "
-            "changed: check the target cluster and run the failover again"
-        ) from exc
-    chosen = {key: entry for key, entry in stored.items() if pattern.fullmatch(key[0])}
-    # A checkpoint past the end of its partition on the target (the remote topic was deleted
-    # and created again, or truncated, after it was written) names a position that holds
-    # nothing the group read: never commit it.
-    ends = partition_bounds(clients.target_admin, {(topic, p) for _, topic, p in chosen})
-    now_ms = int(time.time() * 1000)
-    rows, commits = [], {}
-    for (group, topic, partition), entry in sorted(chosen.items()):
-        checkpoint = entry.checkpoint
-        age_s = max(0, (now_ms - entry.timestamp_ms) // 1000)
-        bounds = ends.get((topic, partition))
-        usable = bounds is not None and checkpoint.downstream_offset <= bounds[1]
-        if usable:
-            note = (
-                f"last checkpoint, {age_s}s old: what the group read on {flow.source} after it is read again"
-            )
-        elif bounds is not None:
-            note = (
-                f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, past the "
-                f"end of {topic}-{partition} on {flow.target} ({bounds[1]}): the remote topic was deleted or "
-                "truncated since; not moved"
-            )
-        else:
-            note = (
-                f"the last checkpoint ({age_s}s old) points at offset {checkpoint.downstream_offset}, but "
-                f"{topic}-{partition} does not exist on {flow.target}: the remote topic was deleted since; not moved"
-            )
-        rows.append(
-            FailoverRow(
-                group=group,
-                topic=topic,
-                partition=partition,
-                source_topic=_upstream_name(flow, topic),
-                source_offset=checkpoint.upstream_offset,
-                target_offset=checkpoint.downstream_offset if usable else None,
-                lag=None,
-                status=CHECKPOINT_STATUS if usable else UNTRANSLATED,
-                action=WOULD_COMMIT if usable else NOT_MOVED,
-                note=note,
-            )
-        )
-        if not usable:
-            continue
-        commits.setdefault(group, {})[(topic, partition)] = Committed(
-            checkpoint.downstream_offset, checkpoint.metadata
-        )
-    if not rows:
-        raise FailoverError(
-            f"{flow.source} is unreachable and {flow.checkpoints_topic} on {flow.target} holds no checkpoint "
-            f"of a group matching {regex!r}: there is nothing to fail over from. Was the "
-            f"mirrorflow__{flow.source}__{flow.target}__checkpoints DAG running?"
-        )
-    return rows, commits
-
-
-def _upstream_name(flow: FlowConfig, downstream: str) -> str:
-    """The source-side name of a checkpointed topic (display only)."""
-    policy = flow.policy
-    if policy.topic_source(downstream) == flow.source:
-        return policy.upstream_topic(downstream) or downstream
-    return policy.format_remote_topic(flow.target, downstream)
 
 
 def failover(
@@ -325,13 +164,13 @@ def failover(
     )
     if use_checkpoints:
         result.mode = CHECKPOINTS
-        rows, commits = _checkpoint_rows(flow, clients, pattern, groups)
+        rows, commits = checkpoint_rows(flow, clients, pattern, groups)
     else:
-        rows, commits = _live_rows(loaded, flow, clients, pattern, groups)
+        rows, commits = live_rows(loaded, flow, clients, pattern, groups)
 
-    tails = _tails_read(loaded, result, rows, commits, use_checkpoints, connection_extra)
+    tails = read_tails(loaded, result, rows, commits, use_checkpoints, connection_extra)
     if tails and divergent is None and not dry_run:
-        raise FailoverError(_divergent_message(result, tails))
+        raise FailoverError(divergent_message(result, tails))
     result.divergent_choice = divergent if tails else None
 
     target_admin = admin_client(clients.target_admin)
@@ -345,7 +184,7 @@ def failover(
     # A group that has already read further on the target than failover would place it (its
     # consumers ran there, or failed over before) would be rewound: refused as well.
     on_target = committed_offsets(target_admin, [g for g in commits if g not in result.refused])
-    placed = _place_around_tails(commits, on_target, tails, divergent, target)
+    placed = place_around_tails(commits, on_target, tails, divergent, target)
     for group, offsets in commits.items():
         there = on_target.get(group, {})
         ahead = [
@@ -447,102 +286,17 @@ def failover(
     return result
 
 
-def _tails_read(
-    config: MirrorConfig,
-    result: FailoverResult,
-    rows: list[FailoverRow],
-    commits: dict[str, dict[tuple[str, int], Committed]],
-    use_checkpoints: bool,
-    connection_extra: ConnectionExtra | None,
-) -> dict[tuple[str, int], Tail]:
-    """The divergent tails of the partitions the moving groups will read on the target."""
-    wanted = {where for offsets in commits.values() for where in offsets}
-    if not wanted:
-        return {}
-    if use_checkpoints:
-        if config.replication_enabled(result.target, result.source):
-            result.warnings.append(
-                f"records on {result.target} that {result.target}->{result.source} never copied are not looked "
-                f"for: {result.source} is down and holds that flow's progress"
-            )
-        return {}
-    tails = divergent_tails(
-        config,
-        result.source,
-        result.target,
-        {topic for topic, _ in wanted},
-        connection_extra=connection_extra,
-    )
-    tails = {where: tail for where, tail in tails.items() if where in wanted}
-    ordered = sorted(tails.values(), key=lambda t: (-t.offsets, t.topic, t.partition))
-    result.divergent = [t.to_dict() for t in ordered[:DIVERGENT_ROWS]]
-    result.divergent_count = len(ordered)
-    if tails:
-        result.warnings.append(
-            f"{len(tails)} partition(s) the groups will read on {result.target} hold "
-            f"{sum(t.offsets for t in tails.values()):,} offsets that {result.target}->{result.source} never "
-            f"copied to {result.source} (the divergent tail)"
-        )
-    return tails
-
-
-def _divergent_message(result: FailoverResult, tails: dict[tuple[str, int], Tail]) -> str:
-    lines = [
-        f"the groups would read records on {result.target} that {result.target}->{result.source} never copied "
-        f"to {result.source} (produced there after its last copy); nothing was changed. Choose what happens "
-        "to them: `replay` (the groups read them in place, in order) or `aside` (they are copied to "
-        f"<topic>{aside_topic('')} on {result.target} and the groups start after them):"
-    ]
-    for row in result.divergent[:20]:
-        lines.append(
-            f"  {row['topic']}-{row['partition']}: offsets {row['start']}..{row['end'] - 1} ({row['offsets']:,})"
-        )
-    if len(tails) > 20:
-        lines.append(f"  ... and {len(tails) - 20} more partitions")
-    return "\n".join(lines)
-
-
-def _place_around_tails(
-    commits: dict[str, dict[tuple[str, int], Committed]],
-    on_target: dict[str, dict[tuple[str, int], Committed]],
-    tails: dict[tuple[str, int], Tail],
-    choice: str | None,
-    target: str,
-) -> dict[tuple[str, str, int], tuple[int, str]]:
-    """Move each group's offset in a partition with a divergent tail as the choice says (in
-    place, in `commits`), and return the rows' new offsets with a note saying what the group
-    will read. replay: the group reads the tail after what it read elsewhere; if it already read
-    part of it on the target before it left (its offset there lies inside the tail), it keeps
-    that offset. aside: the group starts after the tail. A dry run without a choice shows replay."""
-    placed: dict[tuple[str, str, int], tuple[int, str]] = {}
-    for group, offsets in commits.items():
-        there = on_target.get(group, {})
-        for where, wanted in list(offsets.items()):
-            tail = tails.get(where)
-            if tail is None:
-                continue
-            before = there.get(where)
-            if choice == ASIDE:
-                if before is not None and before.offset > tail.end:
-                    continue  # read past the tail on the target: the ahead check refuses it
-                offsets[where] = Committed(tail.end, wanted.metadata)
-                placed[(group, *where)] = (
-                    tail.end,
-                    f"{tail.offsets:,} divergent offsets {tail.start}..{tail.end - 1} kept aside in "
-                    f"{aside_topic(tail.topic)}, not read",
-                )
-                continue
-            start = wanted.offset
-            if before is not None and start < before.offset <= tail.end:
-                offsets[where] = Committed(before.offset, before.metadata)
-                start = before.offset
-                already = f"keeps its offset {start} on {target} (read there before it left); "
-            else:
-                already = ""
-            unread = max(0, tail.end - max(start, tail.start))
-            placed[(group, *where)] = (
-                start,
-                f"{already}reads {unread:,} divergent offsets {max(start, tail.start)}..{tail.end - 1} "
-                f"({REPLAY})",
-            )
-    return placed
+__all__ = [
+    "CHECKPOINT_STATUS",
+    "CHECKPOINTS",
+    "COMMITTED",
+    "LIVE",
+    "NOT_MOVED",
+    "REFUSED",
+    "UNTRANSLATED",
+    "WOULD_COMMIT",
+    "FailoverError",
+    "FailoverResult",
+    "FailoverRow",
+    "failover",
+]
