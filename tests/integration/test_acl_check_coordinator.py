@@ -9,14 +9,14 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka import KafkaCallError
-from mirrorflow.ops import acls
+from mirrorflow.ops import acl_check
 
 
 def test_a_coordinator_that_never_answers_is_named_not_a_timeout(local_kafka, monkeypatch) -> None:
     # One broker cannot hold an offsets topic of replication factor 3: no coordinator ever loads.
     kafka = local_kafka(overrides={"offsets.topic.replication.factor": "3"})
-    monkeypatch.setattr(acls, "COORDINATOR_WAIT_S", 4.0)
-    probe = acls._Probe(AdminClient({"bootstrap.servers": kafka.bootstrap}), 2.0)
+    monkeypatch.setattr(acl_check, "COORDINATOR_WAIT_S", 4.0)
+    probe = acl_check._Probe(AdminClient({"bootstrap.servers": kafka.bootstrap}), 2.0)
     with pytest.raises(
         KafkaCallError, match="group 'mirrorflow-copy'.*group coordinator gave no answer within 4 s"
     ):

@@ -58,7 +58,8 @@ from mirrorflow.control import topic_sync
 from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints
 from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.heartbeats import emit_heartbeats
-from mirrorflow.ops.acls import JOBS, MissingAcl, Resolved, acl_binding, grants
+from mirrorflow.ops.acl_check import MissingAcl
+from mirrorflow.ops.acls import JOBS, Resolved, acl_binding, grants
 from mirrorflow.ops.failover import failover
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy import copy_unit

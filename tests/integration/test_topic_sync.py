@@ -28,7 +28,7 @@ from mirrorflow.control.topic_sync import (
     run_sync_topic_configs,
 )
 from mirrorflow.kafka import topic_ids
-from mirrorflow.ops.acls import MissingAcl
+from mirrorflow.ops.acl_check import MissingAcl
 from mirrorflow.policy.provenance import RECORD_HEADROOM
 from mirrorflow.replicate.topics import sync_remote_topics
 

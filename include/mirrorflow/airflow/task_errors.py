@@ -48,7 +48,7 @@ def failing_at_once(*also: type[Exception]) -> Iterator[None]:
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
     from mirrorflow.kafka import ClusterUnreachable
-    from mirrorflow.ops.acls import MissingAcl
+    from mirrorflow.ops.acl_check import MissingAcl
 
     try:
         yield

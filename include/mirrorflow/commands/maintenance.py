@@ -23,7 +23,7 @@ from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
 from mirrorflow.control.mirror_client import mirror_status
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicSyncFailed
-from mirrorflow.ops.acls import MissingAcl
+from mirrorflow.ops.acl_check import MissingAcl
 
 CONFIG = click.argument(
     "config_file", metavar="CONFIG", type=click.Path(exists=True, dir_okay=False, path_type=Path)

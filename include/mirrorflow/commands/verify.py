@@ -31,7 +31,7 @@ from mirrorflow.commands.flow_args import (
     parse_topics,
     parse_until_option,
 )
-from mirrorflow.ops.acls import MissingAcl
+from mirrorflow.ops.acl_check import MissingAcl
 from mirrorflow.ops.verification import service as verify_service
 from mirrorflow.ops.verification.plan import VerifyError
 from mirrorflow.ops.verification.report import VerificationFailed, mismatch_line

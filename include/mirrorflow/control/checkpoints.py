@@ -35,7 +35,7 @@ from mirrorflow.control.translation.group_pass import relevant_group_offsets, tr
 from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import TIMEOUT_S, KafkaCallError, admin_client
 from mirrorflow.mm2.formats import Checkpoint, Mm2FormatError
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.policy.replication import DefaultReplicationPolicy, ReplicationPolicy
 from mirrorflow.replicate.topics import COMPACTED, ensure_topic
 

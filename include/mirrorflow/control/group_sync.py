@@ -27,7 +27,7 @@ from mirrorflow.control.groups import Committed, commit_offsets, committed_offse
 from mirrorflow.control.translation.group_pass import by_group, relevant_group_offsets, translate_offsets
 from mirrorflow.control.translation.partition_pass import Translator
 from mirrorflow.kafka import admin_client
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client
 from mirrorflow.mm2.formats import Heartbeat
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.replicate.topics import COMPACTED, ensure_topic
 
 log = logging.getLogger("mirrorflow.heartbeats")

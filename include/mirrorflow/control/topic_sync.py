@@ -40,7 +40,7 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import admin_client
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.policy import remote_topic, should_replicate_topic
 from mirrorflow.policy.filters import ConfigOp, ConfigOpType, topic_config_sync_ops
 from mirrorflow.replicate.topics import TIMEOUT_S, describe_topic_configs, sync_remote_topics

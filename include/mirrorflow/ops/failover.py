@@ -37,7 +37,7 @@ from mirrorflow.control.translation.bounds import partition_bounds, records_left
 from mirrorflow.control.translation.rule import Status
 from mirrorflow.kafka import admin_client
 from mirrorflow.kafka_diagnosis import no_answer
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.ops.divergent_tail import (
     ASIDE,
     CHOICES,

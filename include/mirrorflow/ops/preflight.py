@@ -24,7 +24,7 @@ from mirrorflow.config.problems import error, unique, warning
 from mirrorflow.control.groups import list_groups
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_diagnosis import no_answer
-from mirrorflow.ops.acls import MissingAcl, require_job_acls, source_names
+from mirrorflow.ops.acl_check import MissingAcl, require_job_acls, source_names
 from mirrorflow.ops.durability import check_config_durability
 from mirrorflow.policy import should_replicate_group, should_replicate_topic
 

@@ -21,7 +21,7 @@ from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics

@@ -10,7 +10,7 @@ from typing import Any
 from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.ops.acls import require_job_acls
+from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.ops.verification import plan as verify_plan
 from mirrorflow.ops.verification import report as verify_report
 from mirrorflow.ops.verification.run import compare_job_for, verify_locally
