@@ -1,4 +1,4 @@
-"""Prometheus metrics from a replication status (mirrorflow.control.mirror_client.MirrorStatus).
+"""Prometheus metrics from a replication status (mirrorflow.control.mirror_status.MirrorStatus).
 
 Airflow itself exports only StatsD/OpenTelemetry, so mirrorflow's status app serves these on
 /metrics. Everything comes from one status snapshot: the last run of every flow (its figures
@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.mirror_status import FlowStatus, MirrorStatus
 from mirrorflow.ops.verification.report import PASSING
 from mirrorflow.replicate.report import achieved_bytes_per_second
 

@@ -15,7 +15,8 @@ from mirrorflow.airflow.status_page import render_content
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.heartbeats import emit_heartbeats
-from mirrorflow.control.mirror_client import MirrorClient, mirror_status
+from mirrorflow.control.mirror_client import MirrorClient
+from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.mm2.formats import Heartbeat
 
 from .kafkatools import create_topics, produce, read_all

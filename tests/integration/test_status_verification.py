@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.cli import main
-from mirrorflow.control.mirror_client import mirror_status
+from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.ops.verification import service as verify_service
 from mirrorflow.ops.verification.report import SUMMARY_KIND
 from mirrorflow.replicate.run_history import FIRST_SCAN

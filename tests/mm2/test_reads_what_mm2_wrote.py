@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from mirrorflow.cli import main
 from mirrorflow.config import load_config
 from mirrorflow.control.checkpoints import read_checkpoints, remote_consumer_offsets
-from mirrorflow.control.mirror_client import MirrorClient, mirror_status
+from mirrorflow.control.mirror_client import MirrorClient
+from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.control.translation.sync_index import read_sync_index
 from mirrorflow.ops.failover import COMMITTED, failover
 

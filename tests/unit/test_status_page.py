@@ -23,7 +23,7 @@ from mirrorflow.airflow.status_links import (
 from mirrorflow.airflow.status_page import render_content, render_page
 from mirrorflow.airflow.status_tables import PAGE_ROWS, topic_rows
 from mirrorflow.config import load_config
-from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, UpstreamStatus
+from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus, MirrorStatus, UpstreamStatus
 from mirrorflow.control.status_health import (
     BAD,
     OK,
@@ -468,7 +468,7 @@ def test_the_flow_shows_its_configured_cap_and_the_rate_its_last_run_reached() -
 
 
 def test_the_status_read_takes_each_flows_cap_from_the_config() -> None:
-    from mirrorflow.control.mirror_client import flow_status
+    from mirrorflow.control.mirror_status import flow_status
 
     flows = config("A->B.mirrorflow.replicate.max.bytes.per.second = 1048576\n").flows
     rows = {

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, KafkaException
 from mirrorflow import metrics
 from mirrorflow.airflow.plugin import seconds_from_env
 from mirrorflow.airflow.status_app import ago, outage_banners
-from mirrorflow.control.mirror_client import (
+from mirrorflow.control.mirror_status import (
     ERROR_CHARS,
     ClusterStatus,
     FlowStatus,

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from mirrorflow import metrics
 from mirrorflow.airflow.status_page import PageView, render_content
 from mirrorflow.config import load_config
-from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.mirror_status import FlowStatus, MirrorStatus
 from mirrorflow.control.window_status import window_overview
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.window.figures import TaskFigures, lag_line, merge_status

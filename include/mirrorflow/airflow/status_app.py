@@ -2,7 +2,7 @@
 
 The plugin in plugins/ mounts it in Airflow's api-server under /mirrorflow. Airflow tasks have
 no shared store with the api-server, so everything shown is read from Kafka (heartbeat topics
-and the run-records topic, see mirrorflow.control.mirror_client). A daemon thread reads it every
+and the run-records topic, see mirrorflow.control.mirror_status). A daemon thread reads it every
 `refresh_s` into a snapshot (mirrorflow.control.status_snapshots) and every request answers from
 that snapshot at once: a page view or a scrape never waits on a cluster, a dead one included.
 The page (mirrorflow.airflow.status_page, rendered here from the snapshot) shows per flow its
@@ -46,7 +46,7 @@ from mirrorflow.airflow.status_metrics import AirflowRunsCollector
 from mirrorflow.airflow.status_page import render_content, render_page
 from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
-from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus, mirror_status
+from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus, MirrorStatus, mirror_status
 from mirrorflow.control.status_health import Thresholds
 from mirrorflow.control.status_snapshots import REFRESH_S, StatusSnapshots
 

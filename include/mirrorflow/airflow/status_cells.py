@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus
+from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus
 from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN
 from mirrorflow.control.status_snapshots import Point
 

@@ -42,7 +42,7 @@ from mirrorflow.airflow.status_links import (
 )
 from mirrorflow.airflow.status_seconds import flow_seconds
 from mirrorflow.config import MirrorConfig
-from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.mirror_status import FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health, Thresholds, run_expected_s
 from mirrorflow.control.status_snapshots import LagHistory
 from mirrorflow.replicate.report import achieved_bytes_per_second

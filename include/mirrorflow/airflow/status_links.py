@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from urllib.parse import quote
 
 from mirrorflow.config import MirrorConfig
-from mirrorflow.control.mirror_client import FlowStatus, MirrorStatus
+from mirrorflow.control.mirror_status import FlowStatus, MirrorStatus
 
 MIGRATE_DAG_ID = "mirrorflow_migrate"  # mirrorflow.airflow.migrate.MIGRATE_DAG_ID
 HEARTBEATS_DAG_ID = "mirrorflow_heartbeats"  # mirrorflow.airflow.maintenance: one for every pair

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mirrorflow.airflow.status_links import AirflowFacts, replicate_dag_id, verify_dag_id
-from mirrorflow.control.mirror_client import MirrorStatus
+from mirrorflow.control.mirror_status import MirrorStatus
 
 STATES = ("success", "failed", "running", "queued")
 

@@ -40,7 +40,7 @@ from mirrorflow.airflow.status_links import (
     verification_dags,
 )
 from mirrorflow.airflow.status_seconds import topic_seconds
-from mirrorflow.control.mirror_client import ClusterStatus, FlowStatus, MirrorStatus
+from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus, MirrorStatus
 from mirrorflow.control.status_health import BAD, OK, WARN, Health, heartbeat_expected_s
 
 # Rows of each table per flow: a summary holds at most 50 topics and 50 failed partitions, the
@@ -67,7 +67,7 @@ def _fate(entry: dict[str, Any]) -> str:
 
 
 def history_table(view: PageView, status: MirrorStatus) -> str:
-    """Each flow's newest migrations and verifications (mirror_client.history), with their verdicts
+    """Each flow's newest migrations and verifications (mirror_status.history), with their verdicts
     and links to their runs and logs."""
     rows = []
     for flow in status.flows:

@@ -21,7 +21,7 @@ from rich.table import Table
 from mirrorflow.commands.console import make_console, output_option, print_json
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, load_config
 from mirrorflow.control.heartbeats import HeartbeatError, emit_heartbeats
-from mirrorflow.control.mirror_client import mirror_status
+from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicSyncFailed
 from mirrorflow.ops.acl_check import MissingAcl
 

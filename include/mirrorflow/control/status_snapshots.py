@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from mirrorflow.control.mirror_client import (
+from mirrorflow.control.mirror_status import (
     ClusterStatus,
     FlowStatus,
     MirrorStatus,
