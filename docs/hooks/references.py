@@ -18,18 +18,14 @@ import click
 
 from mirrorflow.cli import main
 from mirrorflow.config import load_config, mapping_markdown, mirrorflow_keys_markdown
-from mirrorflow.config.keys import (
+from mirrorflow.config.key_kinds import (
     CONNECTOR_CONFIG_NAMES,
-    CONNECTOR_KEYS,
-    DEPRECATED_ALIASES,
-    FILE_KEYS,
     LIBRDKAFKA_SECURITY_KEYS,
-    OFFSET_STORAGE_KEYS,
     SASL_CLIENT_KEYS,
     SSL_CLIENT_KEYS,
     WORKER_KEYS,
-    KeySpec,
 )
+from mirrorflow.config.keys import CONNECTOR_KEYS, DEPRECATED_ALIASES, FILE_KEYS, OFFSET_STORAGE_KEYS, KeySpec
 from mirrorflow.ops.acls import markdown_table
 
 MARKER = re.compile(r"^<!-- mirrorflow:([a-z0-9-]+) -->$", re.M)

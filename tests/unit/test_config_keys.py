@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.config import MIRRORFLOW_KEYS, mirrorflow_keys_markdown
-from mirrorflow.config.keys import CONNECTOR_CONFIG_NAMES, CONNECTOR_KEYS_BY_NAME, FLOW_ONLY_KEYS
+from mirrorflow.config.key_kinds import CONNECTOR_CONFIG_NAMES, FLOW_ONLY_KEYS
+from mirrorflow.config.keys import CONNECTOR_KEYS_BY_NAME
 from mirrorflow.config.values import InvalidValue, parse_bool, parse_int, parse_list
 
 

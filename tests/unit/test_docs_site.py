@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.cli import main
-from mirrorflow.config import MIRRORFLOW_KEYS, keys
+from mirrorflow.config import MIRRORFLOW_KEYS, key_kinds, keys
 from mirrorflow.config.flow import FlowConfig
 from tests.unit.docs_hooks import DOCS, ROOT, plain, references
 
@@ -64,10 +64,10 @@ def test_every_key_the_code_has_is_on_the_built_reference_page(site: Path) -> No
     rows |= {key.name for key in MIRRORFLOW_KEYS}
     listed = (
         set(keys.DEPRECATED_ALIASES)
-        | keys.WORKER_KEYS
-        | keys.SSL_CLIENT_KEYS
-        | keys.SASL_CLIENT_KEYS
-        | keys.LIBRDKAFKA_SECURITY_KEYS
+        | key_kinds.WORKER_KEYS
+        | key_kinds.SSL_CLIENT_KEYS
+        | key_kinds.SASL_CLIENT_KEYS
+        | key_kinds.LIBRDKAFKA_SECURITY_KEYS
     )
     missing = sorted(name for name in rows if f"<td><code>{name}</code></td>" not in page)
     missing += sorted(name for name in listed if f"<code>{name}</code>" not in page)

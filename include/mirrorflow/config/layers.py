@@ -18,12 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mirrorflow.config.keys import (
-    CLIENT_PREFIXES,
-    CONNECTOR_CONFIG_NAMES,
-    CONNECTOR_KEYS_BY_NAME,
-    SHARED_CLIENT_KEYS,
-)
+from mirrorflow.config.key_kinds import CLIENT_PREFIXES, CONNECTOR_CONFIG_NAMES, SHARED_CLIENT_KEYS
+from mirrorflow.config.keys import CONNECTOR_KEYS_BY_NAME
 from mirrorflow.config.providers import Setting
 
 Settings = Mapping[str, Setting]

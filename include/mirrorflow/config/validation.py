@@ -15,11 +15,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from mirrorflow.config.flow import FlowConfig
-from mirrorflow.config.keys import (
+from mirrorflow.config.key_kinds import (
     CLIENT_PREFIXES,
     CONNECTOR_CONFIG_NAMES,
-    CONNECTOR_KEYS_BY_NAME,
-    DEPRECATED_ALIASES,
     FLOW_ONLY_KEYS,
     FOREIGN_KEYS,
     JAVA_CLIENT_KEYS,
@@ -28,6 +26,7 @@ from mirrorflow.config.keys import (
     WORKER_KEYS,
     WORKER_PREFIXES,
 )
+from mirrorflow.config.keys import CONNECTOR_KEYS_BY_NAME, DEPRECATED_ALIASES
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY, CLUSTER_KEYS, FLOW_KEYS
 from mirrorflow.config.problems import Problem, error, unique, warning
 from mirrorflow.config.replicate_mode import check_replicate_modes
