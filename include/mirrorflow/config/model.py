@@ -7,7 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mirrorflow.config.flow import FlowConfig, redacted_view, resolve_flow
+from mirrorflow.config.flow import FlowConfig, redacted_view
+from mirrorflow.config.flow_resolve import resolve_flow
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY
 from mirrorflow.config.problems import ConfigError, Problem, unique
