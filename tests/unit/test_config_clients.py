@@ -17,7 +17,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
 from mirrorflow.config import ConfigError, FlowConfig, load_config, mapping_markdown, merge_connection_extra
-from mirrorflow.config.librdkafka import parse_jaas, translate
+from mirrorflow.config.java_credentials import parse_jaas
+from mirrorflow.config.librdkafka import translate
 from mirrorflow.config.providers import Setting
 
 TWO = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b1:9092, b2:9092\nA->B.enabled = true\n"
