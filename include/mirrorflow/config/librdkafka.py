@@ -4,8 +4,8 @@ MM2 files carry Java client settings; mirrorflow's clients are librdkafka (confl
 Most keys mean the same in both and pass through unchanged, as do librdkafka-only keys a user
 adds. The tables below cover the rest: keys renamed, values converted, credentials rewritten
 (JAAS login modules, key and trust stores: config/java_credentials.py) and Java-only keys dropped
-with a warning. Verified
-against librdkafka 2.16 (tests build real clients from the translated settings).
+with a warning. Verified against librdkafka 2.16 (tests build real clients from the translated
+settings).
 """
 
 from __future__ import annotations
