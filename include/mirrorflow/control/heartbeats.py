@@ -234,7 +234,9 @@ def emit_heartbeats(
             reason = not_started_reason(exc, flow.target)
             log.error("%s: no heartbeats this run: %s", flow.name, reason)
             unstarted.append(
-                HeartbeatRun(flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic, errors=[reason])
+                HeartbeatRun(
+                    flow=flow.name, cluster=flow.target, topic=flow.heartbeats_topic, errors=[reason]
+                )
             )
     if not emitters:
         raise HeartbeatError(
