@@ -235,6 +235,7 @@ def drop(producer: Producer) -> None:
 
 
 METADATA_FLOOR_S = 3.0
+METADATA_RETRY_S = 0.2
 
 
 def request_wait(watch: ClusterWatch) -> float:
@@ -250,17 +251,26 @@ def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch)
     METADATA_FLOOR_S: a new reader's first request, made after the source died, once held a copy
     (and the large-span turn others waited for) a whole limit more; a process that was frozen
     (SIGSTOP, a suspended VM) past the limit still gets a real chance to hear from the cluster,
-    whose answer clears the watch."""
-    timeout = request_wait(watch)
-    try:
-        metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
-    except KafkaException as exc:
-        error = kafka_error(exc)
-        if error is not None and error.code() in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
-            raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
-        raise
+    whose answer clears the watch. A request that fails well before that time (its connection
+    broke) is asked again within it."""
+    deadline = time.monotonic() + request_wait(watch)
+    while True:
+        try:
+            answer = client.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            break
+        except KafkaException as exc:
+            error = kafka_error(exc)
+            if error is None or error.code() not in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
+                raise
+            if time.monotonic() >= deadline - METADATA_RETRY_S:
+                raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
+            # Failed well before the wait was out: a connection that broke, not a cluster that
+            # stayed silent. librdkafka closes a connection whose request outlived
+            # socket.timeout.ms, so a process woken from SIGSTOP (or a suspended VM) finds its
+            # connections failing their requests at once; asking again goes over a new one.
+            time.sleep(METADATA_RETRY_S)
     watch.alive()
-    return metadata
+    return answer.topics.get(topic)
 
 
 def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: ClusterWatch) -> dict[str, str]:
