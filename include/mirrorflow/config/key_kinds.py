@@ -142,7 +142,8 @@ CONNECTOR_CONFIG_NAMES = (
 MIRRORMAKER_KEYS = frozenset(
     {"clusters", "config.providers", "dedicated.mode.enable.internal.rest", "listeners"}
 )
-WORKER_PREFIXES = (
+# Top-level keys MM2 copies into every herder's worker config (MirrorMakerConfig.workerConfig).
+WORKER_TOP_LEVEL_PREFIXES = (
     "offset.storage",
     "config.storage",
     "status.storage",
@@ -152,10 +153,8 @@ WORKER_PREFIXES = (
     "task",
     "worker",
     "replication.policy",
-    "config.providers",
-    "rest.",
-    "admin.listeners",
 )
+WORKER_PREFIXES = (*WORKER_TOP_LEVEL_PREFIXES, "config.providers", "rest.", "admin.listeners")
 
 # Kafka's producer, consumer and admin client keys (ProducerConfig, ConsumerConfig,
 # AdminClientConfig, CommonClientConfigs): recognised so a client key written where MM2 does

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from mirrorflow.config.key_kinds import CLIENT_PREFIXES, CONNECTOR_CONFIG_NAMES, SHARED_CLIENT_KEYS
+from mirrorflow.config.key_kinds import (
+    CLIENT_PREFIXES,
+    CONNECTOR_CONFIG_NAMES,
+    SHARED_CLIENT_KEYS,
+    WORKER_TOP_LEVEL_PREFIXES,
+)
 from mirrorflow.config.keys import CONNECTOR_KEYS_BY_NAME
 from mirrorflow.config.providers import Setting
 
@@ -65,20 +70,6 @@ def connector_settings(settings: Settings, source: str, target: str) -> dict[str
     props.update(with_prefix_stripped(settings, f"{source}->{target}."))
     props.setdefault("enabled", Setting("false", _GENERATED, "false"))
     return props
-
-
-# Top-level keys MM2 copies into every herder's worker config (MirrorMakerConfig.workerConfig).
-WORKER_TOP_LEVEL_PREFIXES = (
-    "offset.storage",
-    "config.storage",
-    "status.storage",
-    "key.converter",
-    "value.converter",
-    "header.converter",
-    "task",
-    "worker",
-    "replication.policy",
-)
 
 
 def worker_settings(settings: Settings, source: str, target: str) -> dict[str, Setting]:
