@@ -138,3 +138,22 @@ def test_partition_batches_keep_order_and_stay_under_the_limit() -> None:
     assert [n for batch in batches for n in batch] == sizes
     assert all(sum(batch) <= PARTITIONS_PER_REQUEST or len(batch) == 1 for batch in batches)
     assert [7_000] in batches, "a topic above the limit goes alone"
+
+
+def test_topic_ids_a_plan_gets_no_answer_for_fail_the_plan() -> None:
+    """Read as "no ID", an unanswered describe would hide a recreated topic: the plan would append
+    to a rebuilt remote topic after its hole, or copy a new source topic as the old one."""
+    import socket
+
+    import pytest
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorflow.kafka import KafkaCallError
+    from mirrorflow.replicate.planner import planned_topic_ids
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
+    with pytest.raises(KafkaCallError, match="topic IDs of cluster B could not be read"):
+        planned_topic_ids(admin, ["orders"], "B", timeout_s=1)

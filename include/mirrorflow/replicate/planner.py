@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka.admin import OffsetSpec
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import ClusterWatch, admin_client, reader, topic_ids
+from mirrorflow.kafka import TIMEOUT_S, ClusterWatch, KafkaCallError, admin_client, reader, topic_ids
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
@@ -140,8 +142,8 @@ def make_plan(
     progress = read_settled_progress(flow, clients)
 
     ready = topics.ready()
-    source_ids = topic_ids(source_admin, ready)
-    remote_ids = topic_ids(target_admin, ready.values())
+    source_ids = planned_topic_ids(source_admin, ready, flow.source)
+    remote_ids = planned_topic_ids(target_admin, ready.values(), flow.target)
     parts = [(t, p) for t in ready for p in range(topics.partitions[t])]
     earliest = list_offsets(source_admin, parts, OffsetSpec.earliest())
     stable = list_offsets(source_admin, parts, OffsetSpec.latest(), read_committed=True)
@@ -218,6 +220,21 @@ def make_plan(
         created_topics=tuple(topics.created),
     )
     return PlanOutcome(plan, topics, tuple(internal))
+
+
+def planned_topic_ids(
+    admin: AdminClient, topics: Iterable[str], cluster: str, *, timeout_s: float = TIMEOUT_S
+) -> dict[str, str]:
+    """The topic IDs a plan compares with progress. A describe that got no answer fails the plan:
+    read as "no ID", it would hide a topic deleted and created again (the plan would continue a
+    recreated remote topic after the hole, or a new source topic as if it were the old one)."""
+    try:
+        return topic_ids(admin, topics, timeout_s=timeout_s, answered=True)
+    except (TimeoutError, KafkaException) as exc:
+        raise KafkaCallError(
+            f"the topic IDs of cluster {cluster} could not be read ({exc or type(exc).__name__}); "
+            "nothing was planned, the next run asks again"
+        ) from exc
 
 
 def _restart_reason(
