@@ -253,7 +253,9 @@ def test_a_copy_call_checks_its_topics_ids_once_for_all_its_slots(shared_cluster
     counts = []
     with copy.CopyWorker(job) as worker:
         for batch in range(3):
-            produce(src.bootstrap, topic, [{"value": b"v%d-%d" % (p, batch), "partition": p} for p in range(12)])
+            produce(
+                src.bootstrap, topic, [{"value": b"v%d-%d" % (p, batch), "partition": p} for p in range(12)]
+            )
             checks = copy.stats.topic_id_checks
             spans = [
                 PartitionSpan(topic, p, f"A.{topic}", batch, batch + 1, progress=batch - 1) for p in range(12)

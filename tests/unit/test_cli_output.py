@@ -59,7 +59,17 @@ def test_validate_rows_stay_on_one_line_in_a_pipe(tmp_path: Path) -> None:
 def test_validate_json_has_stable_keys(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", str(_config(tmp_path)), "--output", "json"])
     body = json.loads(result.output)
-    assert set(body) == {"command", "ok", "config", "errors", "warnings", "notes", "connected", "clusters", "problems"}
+    assert set(body) == {
+        "command",
+        "ok",
+        "config",
+        "errors",
+        "warnings",
+        "notes",
+        "connected",
+        "clusters",
+        "problems",
+    }
     assert body["clusters"] == []  # cluster versions are read with --connect only
     assert body["command"] == "validate" and body["ok"] is True and body["errors"] == 0
     assert all(set(p) == {"key", "severity", "problem", "fix"} for p in body["problems"])

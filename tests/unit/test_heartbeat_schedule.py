@@ -69,6 +69,8 @@ def test_a_pair_whose_heartbeats_did_not_start_says_why_even_for_a_bare_timeout(
     from mirrorflow.control.heartbeats import not_started_reason
 
     assert not_started_reason(concurrent.futures.TimeoutError(), "B") == "cluster B did not answer in time"
-    assert not_started_reason(TimeoutError("after 30s"), "B") == "cluster B did not answer in time (after 30s)"
+    assert (
+        not_started_reason(TimeoutError("after 30s"), "B") == "cluster B did not answer in time (after 30s)"
+    )
     assert not_started_reason(RuntimeError("refused"), "B") == "refused"
     assert "KeyError" in not_started_reason(KeyError(), "B")
