@@ -17,7 +17,11 @@ with tasks.max = --tasks:
 - mirrorflow batch (CLI loop): `mirrorflow replicate` on a batch flow, run again as soon as it
   ends (what `@continuous` comes down to, without the scheduler), exactly-once;
 - MM2 at-least-once and MM2 exactly-once: real MirrorMaker 2 from the pinned jars, as
-  benchmarks/vs_mm2.py runs it.
+  benchmarks/vs_mm2.py runs it;
+- librdkafka exactly-once loop (floor), and the same per partition: benchmarks/txn_loop.py, the
+  barest exactly-once copy on the client mirrorflow uses (consume, produce, commit, again; one
+  transactional producer per task, or per partition as mirrorflow's writer slots are here), with
+  nothing that makes a copy safe to resume: the lag no replicator built that way gets under.
 
 A record's lag is the time from its source timestamp until a read_committed consumer of the target
 sees it. The source topic has message.timestamp.type = LogAppendTime, so that timestamp is when the
@@ -294,6 +298,36 @@ def batch_loop(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
     return Replicator(lambda: [current[0].pid] if current[0] and current[0].poll() is None else [], stop)
 
 
+def txn_loop(*flags: str) -> Callable[[Context, str, str, Path], Replicator]:
+    """The floor: benchmarks/txn_loop.py in --tasks processes, partitions dealt round-robin."""
+    return lambda ctx, src, dst, path: _txn_loop(ctx, src, flags)
+
+
+def _txn_loop(ctx: Context, src: str, flags: tuple[str, ...]) -> Replicator:
+    remote = f"{src}.{ctx.topic}"
+    admin = AdminClient({"bootstrap.servers": ctx.target.bootstrap})
+    created = admin.create_topics(
+        [
+            NewTopic(remote, ctx.args.partitions, 1),
+            NewTopic(f"{remote}.positions", 1, 1, config={"cleanup.policy": "compact"}),
+        ]
+    )
+    for future in created.values():
+        future.result(30)
+    processes = []
+    for task in range(ctx.args.tasks):
+        mine = ",".join(str(p) for p in range(task, ctx.args.partitions, ctx.args.tasks))
+        command = [sys.executable, str(Path(__file__).with_name("txn_loop.py")), ctx.source.bootstrap]
+        command += [ctx.target.bootstrap, ctx.topic, remote, mine, *flags]
+        processes.append(_popen(command, ctx.tmp / f"{src}-{task}.log"))
+
+    def stop() -> None:
+        for process in processes:
+            _end(process)
+
+    return Replicator(lambda: [p.pid for p in processes if p.poll() is None], stop)
+
+
 def mm2(exactly_once: bool) -> Callable[[Context, str, str, Path], Replicator]:
     def start(ctx: Context, src: str, dst: str, path: Path) -> Replicator:
         extra = f"{src}->{dst}.topics = {ctx.topic}\ntasks.max = {ctx.args.tasks}\n"
@@ -320,6 +354,8 @@ REPLICATORS: dict[str, tuple[Callable[[Context, str, str, Path], Replicator], st
     "mirrorflow batch (CLI loop)": (batch_loop, ""),
     "MM2 at-least-once": (mm2(False), ""),
     "MM2 exactly-once": (mm2(True), ""),
+    "librdkafka exactly-once loop (floor)": (txn_loop(), ""),
+    "librdkafka exactly-once loop per partition (floor)": (txn_loop("--per-partition"), ""),
 }
 
 
