@@ -22,10 +22,9 @@ import json
 import signal
 import sys
 import threading
-import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 BATCH = 10_000
 
@@ -42,8 +41,8 @@ def main() -> int:
         ]
         for lane in lanes:
             lane.start()
-        while any(lane.is_alive() for lane in lanes):
-            time.sleep(0.1)
+        for lane in lanes:
+            lane.join()
         return 0
     copy(source, target, topic, remote, listed, halt)
     return 0
@@ -74,8 +73,6 @@ def copy(source: str, target: str, topic: str, remote: str, listed: str, halt: l
         producer.begin_transaction()
         for message in messages:
             if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    continue
                 raise RuntimeError(message.error().str())
             producer.produce(
                 remote,
