@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import threading
+import time
 
 from localkafka.node import LocalKafka, LocalKafkaError
 from localkafka.runtime import DEFAULT_HEAP, RuntimeMissing
@@ -56,9 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    stop = threading.Event()
+    # A flag, not a threading.Event: the handler runs in the main thread, possibly where the
+    # event's wait holds its lock, and Event.set() would then wait for that lock forever.
+    asked: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, lambda signum, _frame: asked.append(signum))
     try:
         kafka = LocalKafka(
             args.data_dir,
@@ -80,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     try:
-        while not stop.wait(1.0):
+        checked = 0.0
+        while not asked:
+            time.sleep(0.1)
+            if time.monotonic() - checked < 1.0:
+                continue
+            checked = time.monotonic()
             dead = [n for n in kafka.nodes if not n.running]
             if dead:
                 print(f"localkafka: node {dead[0].node_id} exited\n{dead[0].log_tail()}", file=sys.stderr)

@@ -52,6 +52,24 @@ def test_without_a_config_it_names_the_variable_to_set(tmp_path) -> None:
     assert not (tmp_path / "home").exists()  # nothing started, nothing written
 
 
+def _task_log_ends(home) -> str:
+    """The last lines of every task's log: which task did not stop, and where it was."""
+    said = []
+    for path in sorted(home.glob("logs/dag_id=*/run_id=*/task_id=*/attempt=*.log")):
+        said.append(f"\n== {path.relative_to(home / 'logs')}")
+        for line in path.read_text(errors="replace").splitlines()[-8:]:
+            try:
+                event = json.loads(line)
+                said.append(
+                    f"  {event.get('timestamp', '')[11:23]} {event.get('level', '')} {event.get('event', '')}"[
+                        :300
+                    ]
+                )
+            except ValueError:
+                said.append(f"  {line[:300]}")
+    return "\n".join(said)
+
+
 def _wait(what: str, timeout: float, probe) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -201,8 +219,11 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
                 proc.kill()
     assert code == 0, out.read_text()[-3000:]
     told = out.read_text()
-    # Every task stopped when asked (the heartbeats' window ended early), nothing was killed.
-    assert "airflow-local: stopped in" in told and "were killed" not in told, told[-3000:]
+    # Every task stopped when asked (the heartbeats' window ended early, a copy killed or never
+    # started), nothing was killed.
+    assert "airflow-local: stopped in" in told and "were killed" not in told, told[-3000:] + _task_log_ends(
+        home
+    )
     heartbeats = server.logs / "dag_id=mirrorflow_heartbeats"
     (emitted,) = heartbeats.glob("run_id=*/task_id=emit/attempt=1.log")
     assert "heartbeats stopped early" in emitted.read_text()

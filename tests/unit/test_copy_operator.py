@@ -4,9 +4,14 @@ process environment, and refuses deploy modes that would turn them into Spark co
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 
+import psutil
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk.exceptions import AirflowException
 
 from mirrorflow.airflow.operators import CredentialsWouldLeak, MirrorflowCopyOperator
 from mirrorflow.spark.copy_job import CONNECTION_EXTRAS_ENV
@@ -77,3 +82,81 @@ def test_remote_drivers_are_refused_while_credentials_exist(
 def test_a_spark_connection_that_cannot_be_read_counts_as_remote() -> None:
     with pytest.raises(CredentialsWouldLeak, match="defaults to YARN"):
         _operator("no_such_spark_connection").submit_settings(CREDENTIALS)
+
+
+def _fake_spark_submit(tmp_path, monkeypatch: pytest.MonkeyPatch) -> tuple[MirrorflowCopyOperator, object]:
+    """An operator whose `spark-submit` is a real process that says it started (its pid) and then
+    waits a minute: what a stop has to end, without a JVM."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    started = tmp_path / "started"
+    script = bin_dir / "spark-submit"
+    script.write_text(f"#!/bin/sh\necho $$ > {started}\nexec sleep 60\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_LOCAL", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    config = tmp_path / "mm2.properties"
+    config.write_text(
+        "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:1\nB.bootstrap.servers = 127.0.0.1:2\n"
+        "A->B.enabled = true\n"
+    )
+    op = MirrorflowCopyOperator(
+        task_id="copy",
+        config_path=str(config),
+        source="A",
+        target="B",
+        plan_offset="7",
+        conn_id="spark_local",
+    )
+    return op, started
+
+
+def test_a_stop_asked_before_spark_submit_started_starts_nothing(tmp_path, monkeypatch) -> None:
+    # Airflow calls on_kill from the task's SIGTERM handler, which can come before execute got
+    # to spark-submit (at shutdown, as the task starts): the application must not run after it.
+    op, started = _fake_spark_submit(tmp_path, monkeypatch)
+    op.on_kill()
+    with pytest.raises(
+        AirflowException, match="asked to stop .*before spark-submit started; nothing was submitted"
+    ):
+        op.execute({})
+    assert not started.exists()
+
+
+def test_a_stop_asked_as_spark_submit_starts_kills_it(tmp_path, monkeypatch) -> None:
+    # The request comes after execute's check, before the provider keeps the process it starts
+    # (its on_kill would find nothing to kill): the spark-submit started is killed at once.
+    op, _ = _fake_spark_submit(tmp_path, monkeypatch)
+    build_hook = op._get_hook
+
+    def hook_then_stop() -> SparkSubmitHook:
+        hook = build_hook()
+        op.on_kill()  # the signal, between the check and the provider's Popen
+        return hook
+
+    monkeypatch.setattr(op, "_get_hook", hook_then_stop)
+    begun = time.monotonic()
+    with pytest.raises(AirflowException, match="-9"):
+        op.execute({})
+    assert time.monotonic() - begun < 30  # not the fake application's minute
+    process = op._hook._submit_sp
+    assert process.returncode == -9  # started, then killed (possibly before its first line)
+    with pytest.raises(psutil.NoSuchProcess):
+        psutil.Process(process.pid).status()
+
+
+def test_a_stop_asked_while_spark_submit_runs_kills_it(tmp_path, monkeypatch) -> None:
+    # The provider's own path, kept: a spark-submit under way is killed by on_kill.
+    op, started = _fake_spark_submit(tmp_path, monkeypatch)
+
+    def stop_once_started() -> None:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        op.on_kill()
+
+    stopper = threading.Thread(target=stop_once_started)
+    stopper.start()
+    with pytest.raises(AirflowException, match="-9"):
+        op.execute({})
+    stopper.join()

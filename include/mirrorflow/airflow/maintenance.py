@@ -17,7 +17,7 @@ failed run shows in the UI with every topic or ACL it could not sync.
 
 from __future__ import annotations
 
-import threading
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,9 +25,12 @@ from airflow.sdk import DAG, BaseOperator, task
 
 from mirrorflow.airflow.replicate import START
 from mirrorflow.airflow.tags import dag_tags
+from mirrorflow.airflow.task_stop import StopRequest
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, heartbeat_period
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicJob
+
+log = logging.getLogger(__name__)
 
 HEARTBEATS = "heartbeats"
 HEARTBEATS_DAG_ID = "mirrorflow_heartbeats"
@@ -67,7 +70,8 @@ class EmitHeartbeatsOperator(BaseOperator):
     """Emits every pair's heartbeats for the run's window (control.heartbeats.emit_heartbeats).
     An operator rather than a @task for on_kill: Airflow 3 asks a task to stop (SIGTERM, at
     shutdown or when the run is marked) only by calling on_kill, which here ends the window at
-    once, so stopping Airflow does not wait for a worker that emits for an hour."""
+    once, so stopping Airflow does not wait for a worker that emits for an hour. A request that
+    comes before the window started is kept: the run then emits nothing (task_stop)."""
 
     def __init__(
         self,
@@ -83,20 +87,27 @@ class EmitHeartbeatsOperator(BaseOperator):
         self.pairs = pairs
         self.intervals = intervals
         self.run = run
-        self._stop: threading.Event | None = (
-            None  # made by execute: an operator is deep-copied, a lock is not
-        )
+        self._asked_to_stop = False
+        self._stop: StopRequest | None = None  # made by execute: an operator is deep-copied, a pipe is not
 
     def execute(self, context: Any) -> dict[str, Any]:
         from mirrorflow.config import load_config
         from mirrorflow.control.heartbeats import emit_heartbeats, heartbeat_window
 
-        self._stop = threading.Event()
-        window = heartbeat_window(self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run)
-        current = load_config(self.config_path)
-        runs = emit_heartbeats(
-            [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
-        )
+        self._stop = StopRequest()
+        try:
+            if self._asked_to_stop:  # on_kill came before there was a window to end
+                log.info("heartbeats: the task was asked to stop before its window started; none emitted")
+                return {"window_s": 0.0, "pairs": {}}
+            window = heartbeat_window(
+                self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run
+            )
+            current = load_config(self.config_path)
+            runs = emit_heartbeats(
+                [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
+            )
+        finally:
+            self._stop.close()
         # One compact XCom: counts per pair, not each heartbeat.
         return {
             "window_s": window,
@@ -104,6 +115,9 @@ class EmitHeartbeatsOperator(BaseOperator):
         }
 
     def on_kill(self) -> None:
+        # Runs in the task's SIGTERM handler: a flag for an execute yet to start, a lock-free set
+        # for one under way (whichever of the two lines the signal comes between, one is seen).
+        self._asked_to_stop = True
         if self._stop is not None:
             self._stop.set()
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException
 
 from mirrorflow.airflow.settings import COPY_APPLICATION, VERIFY_APPLICATION, WINDOW_APPLICATION
 from mirrorflow.airflow.spark_output import SparkOutputLog, failure_text
@@ -113,6 +114,7 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         self.spark_conn_id = conn_id
         self.deploy_mode = kwargs.get("deploy_mode")
         self._output: SparkOutputLog | None = None
+        self._asked_to_stop = False
 
     def execute(self, context: Any) -> None:
         extras = self._connection_extras()
@@ -122,6 +124,7 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         rendered_env, rendered_conf = self.env_vars, self.conf
         self.env_vars, self.conf = env, conf
         try:
+            self._refuse_if_asked_to_stop("before spark-submit started; nothing was submitted")
             super().execute(context)
         except Exception as exc:
             said = list(self._output.errors) if self._output is not None else []
@@ -130,11 +133,39 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         finally:
             self.env_vars, self.conf = rendered_env, rendered_conf
 
+    def on_kill(self) -> None:
+        """Airflow's request to stop (the task's SIGTERM handler). The provider's on_kill kills a
+        spark-submit that runs; one asked before it started would start it afterwards and run
+        the whole application (a window, for an hour). The flag makes execute refuse to start,
+        and the hook kill a spark-submit started in the few lines between that check and the
+        provider keeping its process (see _get_hook). Without a hook nothing runs yet, and the
+        provider's on_kill would make one: a connection lookup from a signal handler."""
+        self._asked_to_stop = True
+        if self._hook is not None:
+            super().on_kill()
+
+    def _refuse_if_asked_to_stop(self, when: str) -> None:
+        if self._asked_to_stop:
+            raise AirflowException(f"{self.task_id}: the task was asked to stop (on_kill) {when}")
+
     def _get_hook(self) -> SparkSubmitHook:
-        """The provider's hook, its output lines logged at their own levels (spark_output)."""
+        """The provider's hook, its output lines logged at their own levels (spark_output), and a
+        spark-submit it starts after a stop request killed at once: the hook keeps its process in
+        `_submit_sp` and then reads its output, so a request that came before `_submit_sp` was
+        set is seen here, and one after it finds the process for the provider's on_kill."""
         hook = super()._get_hook()
         self._output = SparkOutputLog(hook.log)
         hook._log = self._output
+        read_output = hook._process_spark_submit_log
+
+        def read_unless_asked_to_stop(itr: Any) -> Any:
+            process = hook._submit_sp
+            if self._asked_to_stop and process is not None and process.poll() is None:
+                self.log.info("the task was asked to stop as spark-submit started: killing it")
+                process.kill()
+            return read_output(itr)
+
+        hook._process_spark_submit_log = read_unless_asked_to_stop
         return hook
 
     def submit_settings(self, connection_extras: str | None) -> tuple[dict[str, str], dict[str, Any]]:

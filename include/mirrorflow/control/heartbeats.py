@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -204,12 +204,18 @@ def not_started_reason(exc: BaseException, target: str) -> str:
     return text or f"{type(exc).__name__} while setting up the heartbeats to cluster {target}"
 
 
+class StopSignal(Protocol):
+    """What ends a window early: a threading.Event, or airflow.task_stop.StopRequest (on_kill)."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
 def emit_heartbeats(
     flows: Sequence[FlowConfig],
     *,
     duration_s: float = 0.0,
     connection_extra: ConnectionExtra | None = None,
-    stop: threading.Event | None = None,
+    stop: StopSignal | None = None,
 ) -> list[HeartbeatRun]:
     """Emit each flow's heartbeats for `duration_s` (0: one heartbeat each) and return what was
     written; `stop` ends the window early (Airflow asks a task to stop on shutdown, and an
@@ -245,7 +251,7 @@ def emit_heartbeats(
         )
     schedule = heartbeat_schedule([e.interval_s for e in emitters], duration_s)
     start = time.monotonic()
-    stopping = stop if stop is not None else threading.Event()
+    stopping: StopSignal = stop if stop is not None else threading.Event()
     try:
         for offset, index in schedule:
             if stopping.wait(max(0.0, start + offset - time.monotonic())):
