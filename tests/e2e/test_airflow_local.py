@@ -7,6 +7,7 @@ started, the hour-long heartbeat task included, each when asked (none killed).""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -50,6 +51,13 @@ def test_without_a_config_it_names_the_variable_to_set(tmp_path) -> None:
     assert "MIRRORFLOW_CONFIG is not set" in proc.stderr and "--local-clusters" in proc.stderr
     assert "include/config/demo.properties" in proc.stderr and "MIRRORFLOW_DEMO_PRIMARY" in proc.stderr
     assert not (tmp_path / "home").exists()  # nothing started, nothing written
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _task_log_ends(home) -> str:
@@ -214,10 +222,19 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
         try:
             code = launcher.wait(timeout=90)
         finally:
-            left = [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            # What the launcher started and left running, after a moment to finish exiting (one
+            # that exited and was not reaped yet is a zombie: gone).
+            deadline = time.monotonic() + 10
+            while (left := [p for p in seen if _running(p)]) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            left_behind = []
             for proc in left:
-                proc.kill()
+                with contextlib.suppress(psutil.Error):
+                    left_behind.append(" ".join(proc.cmdline())[:160])
+                    proc.kill()
     assert code == 0, out.read_text()[-3000:]
+    assert not left_behind, f"left running after the launcher exited: {left_behind}"
+
     told = out.read_text()
     # Every task stopped when asked (the heartbeats' window ended early, a copy killed or never
     # started), nothing was killed.
