@@ -58,7 +58,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from localkafka import QUICK_CLUSTER, LocalKafka, kafka_version
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
-from mirrorflow.replicate import runs, service
+from mirrorflow.replicate import run_reading, service
 from mirrorflow.replicate.copy import CONSUMER_DEFAULTS, copy_slice, copy_unit
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import make_plan
@@ -375,8 +375,8 @@ def mirrorflow_spark(
         raise SystemExit(f"spark-submit failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     flow = load_config(str(config_path)).flow(source, target)
     clients = FlowClients.resolve(flow)
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
-    bodies = runs.wait_for_run_records(
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    bodies = run_reading.wait_for_run_records(
         clients.target_consumer, flow.name, run_id, "report", start=planned["plan_offset"], timeout_s=30
     )
     units = RunReport.from_json(bodies[-1]).units

@@ -71,7 +71,7 @@ from mirrorflow.ops.verification.plan import PLAN_KIND, VerifyPlan, plan_verify
 from mirrorflow.ops.verification.reader import PartitionReader
 from mirrorflow.ops.verification.report import REPORT_KIND
 from mirrorflow.ops.verification.run import compare_job_for
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading
 from mirrorflow.replicate.copy import CONSUMER_DEFAULTS
 from mirrorflow.replicate.report import RunReport
 
@@ -306,7 +306,7 @@ def replicate(meter: Meter, config_path: Path, aliases: tuple[str, str], records
     whole = meter.sample()
     if outcome.failure:
         raise SystemExit(f"the copy failed: {outcome.failure}")
-    bodies = runs.wait_for_run_records(
+    bodies = run_reading.wait_for_run_records(
         clients.target_consumer, flow.name, run_id, "report", start=outcome.planned["plan_offset"]
     )
     units = RunReport.from_json(bodies[-1]).units
@@ -335,8 +335,12 @@ def verification(
         raise SystemExit(f"the sampled verification did not pass: {summary}")
     flow = load_config(str(config_path)).flow(*aliases)
     clients = FlowClients.resolve(flow)
-    plan_body = runs.wait_for_run_records(clients.target_consumer, flow.name, run_id, PLAN_KIND, start=0)
-    report_body = runs.wait_for_run_records(clients.target_consumer, flow.name, run_id, REPORT_KIND, start=0)
+    plan_body = run_reading.wait_for_run_records(
+        clients.target_consumer, flow.name, run_id, PLAN_KIND, start=0
+    )
+    report_body = run_reading.wait_for_run_records(
+        clients.target_consumer, flow.name, run_id, REPORT_KIND, start=0
+    )
     plan = VerifyPlan.from_json(json.dumps(plan_body[-1]))
     seconds = {(c["topic"], c["partition"]): float(c["seconds"]) for c in report_body[-1]["checks"]}
     whole.steady = busiest(plan.slices(), seconds)

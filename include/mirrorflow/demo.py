@@ -27,7 +27,7 @@ from mirrorflow.airflow.local import AirflowHome
 from mirrorflow.airflow.settings import PROJECT_ROOT
 from mirrorflow.kafka import read_partition
 from mirrorflow.policy.provenance import HEADER_PREFIX
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 DEMO_DIR = PROJECT_ROOT / ".demo"
 DEMO_CONFIG = PROJECT_ROOT / "include" / "config" / "demo.properties"

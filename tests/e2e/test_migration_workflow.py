@@ -9,7 +9,7 @@ import threading
 
 from mirrorflow.airflow.migrate_steps import STEPS
 from mirrorflow.ops.migration_evidence import MIGRATION_SUMMARY_KIND
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce
 from ..integration.test_failover_helpers import commit_at, committed

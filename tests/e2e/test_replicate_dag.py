@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 
 from mirrorflow.airflow.migrate_steps import STEPS
 from mirrorflow.demo import SEED_TOPICS, seed
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce, produce_keyed, read_all
 from ..integration.mirror_setup import mm2_text

@@ -10,7 +10,7 @@ from airflow.sdk import Param
 from mirrorflow.airflow.forms import sample_fraction, verify_form_problems
 from mirrorflow.config import load_config
 from mirrorflow.ops.verification.report import SUMMARY_KIND
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce
 from ..integration.mirror_setup import mm2_text, replicate_once

@@ -9,7 +9,7 @@ from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig, load_config
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading
 from mirrorflow.replicate.copy import copy_unit
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
@@ -42,7 +42,7 @@ def replicate_once(config: MirrorConfig, source: str, target: str, run_id: str) 
     flow = config.flow(source, target)
     clients = FlowClients.resolve(flow)
     planned = plan_run(config, source, target, run_id=run_id)
-    _, _, _, body = runs.read_run_record(clients.target_consumer, planned["plan_offset"])
+    _, _, _, body = run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])
     plan = Plan.from_json(body)
     started = int(time.time() * 1000)
     job = copy_job_for(flow, clients, plan)

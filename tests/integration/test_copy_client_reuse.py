@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate import copy, runner, runs, service
+from mirrorflow.replicate import copy, run_reading, runner, service
 from mirrorflow.replicate.copy import SharedClients, copy_unit
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.progress import read_progress
@@ -25,7 +25,7 @@ from .test_copy import PROGRESS, make_job
 def _plan(config, source: str, target: str) -> tuple[Plan, FlowClients]:
     planned = service.plan_run(config, source, target, run_id=f"test__{uuid.uuid4().hex[:12]}")
     clients = FlowClients.resolve(config.flow(source, target))
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
     return plan, clients
 
 

@@ -61,7 +61,7 @@ from mirrorflow.control.heartbeats import emit_heartbeats
 from mirrorflow.ops.acl_check import MissingAcl
 from mirrorflow.ops.acls import JOBS, Resolved, acl_binding, grants
 from mirrorflow.ops.failover import failover
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading
 from mirrorflow.replicate.copy import copy_unit
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
@@ -258,7 +258,7 @@ def copy_run(config: MirrorConfig, mode: str, run_id: str) -> dict[str, Any]:
     clients = FlowClients.resolve(flow)
     until = int(time.time() * 1000) if mode == "migrate" else None
     planned = plan_run(config, "A", "B", run_id=run_id, mode=mode, until=until)
-    _, _, _, body = runs.read_run_record(clients.target_consumer, planned["plan_offset"])
+    _, _, _, body = run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])
     plan = Plan.from_json(body)
     started = int(time.time() * 1000)
     job = copy_job_for(flow, clients, plan)

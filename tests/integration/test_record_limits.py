@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from mirrorflow.clients import FlowClients
 from mirrorflow.control.topic_sync import run_sync_topic_configs
 from mirrorflow.policy.provenance import RECORD_HEADROOM
-from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.plan import Plan
 
 from .kafkatools import create_topics, produce, read_all
@@ -100,7 +100,7 @@ def test_a_record_the_target_refuses_fails_its_partition_at_once_by_offset_and_s
     flow = config.flow("A", "B")
     clients = FlowClients.resolve(flow)
     planned = service.plan_run(config, "A", "B", run_id=f"test__{uuid.uuid4().hex[:12]}")
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
 
     started = time.monotonic()
     (result,) = runner.run_locally(runner.copy_job_for(flow, clients, plan), plan)

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig, load_config
 from mirrorflow.policy import BaseReplicationPolicy, checkpoint_topic, read_provenance, should_replicate_topic
-from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.progress import read_progress
@@ -86,7 +86,7 @@ def run_once(
     planned = service.plan_run(config, source, target, run_id=run_id, mode=mode, until=until, topics=topics)
     flow = config.flow(source, target)
     clients = FlowClients.resolve(flow)
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
     if between_plan_and_copy is not None:
         between_plan_and_copy()
     started = int(time.time() * 1000)

@@ -18,7 +18,7 @@ from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka import read_partition
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.report import RunReport
@@ -76,7 +76,7 @@ def test_a_plan_of_120000_partitions_is_stored_in_chunks_under_1_mib_and_read_ba
     plan = big_plan(run_id)
 
     offset = runs.write_run_record(target, plan.flow, run_id, "plan", plan.json_pieces())
-    flow, read_run_id, kind, body = runs.read_run_record(target, offset)
+    flow, read_run_id, kind, body = run_reading.read_run_record(target, offset)
 
     assert (flow, read_run_id, kind) == ("A->B", run_id, "plan")
     assert Plan.from_json(body) == plan
@@ -120,7 +120,7 @@ def test_a_report_of_20000_partitions_is_stored_in_chunks_and_read_back_identica
     report = big_report(run_id)
 
     offset = runs.write_run_record(target, report.flow, run_id, "report", report.json_pieces())
-    (body,) = runs.wait_for_run_records(target, "A->B", run_id, "report", start=offset)
+    (body,) = run_reading.wait_for_run_records(target, "A->B", run_id, "report", start=offset)
 
     assert RunReport.from_json(body).to_json() == report.to_json()
     assert len(RunReport.from_json(body).units) == 20_000
@@ -160,14 +160,23 @@ def test_chunks_of_two_flows_interleaved_are_each_read_whole(target) -> None:
     stored = kafka_records(target, written["first"], run_id)
     flows = [m.key().split(b"|")[0].decode() for m in stored]
     assert flows[0] == "A->B" and "C->D" in flows and flows[-1] == "A->B", "the writes interleaved"
-    assert Plan.from_json(runs.read_run_record(target, written["first"])[3]) == first
-    assert Plan.from_json(runs.read_run_record(target, written["other"])[3]) == other
-    assert runs.read_run_record(target, written["small"]) == ("C->D", run_id, "summary", '{"run_id": 1}')
-    found = [(f, k) for _, f, r, k, _ in runs.iter_run_records(target, start=written["first"]) if r == run_id]
+    assert Plan.from_json(run_reading.read_run_record(target, written["first"])[3]) == first
+    assert Plan.from_json(run_reading.read_run_record(target, written["other"])[3]) == other
+    assert run_reading.read_run_record(target, written["small"]) == (
+        "C->D",
+        run_id,
+        "summary",
+        '{"run_id": 1}',
+    )
+    found = [
+        (f, k)
+        for _, f, r, k, _ in run_reading.iter_run_records(target, start=written["first"])
+        if r == run_id
+    ]
     assert sorted(found) == [("A->B", "plan"), ("C->D", "plan"), ("C->D", "summary")]
     # The offset of a chunk that is not a record's first is refused, not read from the middle.
     with pytest.raises(runs.RunRecordMissing, match="holds chunk 1 of the plan of run"):
-        runs.read_run_record(target, stored[1].offset())
+        run_reading.read_run_record(target, stored[1].offset())
 
 
 def write_chunks(
@@ -226,19 +235,19 @@ def test_an_incomplete_record_reads_as_missing_never_half_read(target, caplog) -
     with pytest.raises(
         runs.RunRecordMissing, match=r"is incomplete \(2 chunk\(s\) read\): its last chunk was never written"
     ):
-        runs.read_run_record(target, died)
+        run_reading.read_run_record(target, died)
     with pytest.raises(runs.RunRecordMissing, match="chunk 2 is missing"):
-        runs.read_run_record(target, gap)
+        run_reading.read_run_record(target, gap)
     with pytest.raises(runs.RunRecordMissing, match="do not match its SHA-256 digest"):
-        runs.read_run_record(target, damaged)
-    assert runs.read_run_record(target, whole)[3] == body.decode()
+        run_reading.read_run_record(target, damaged)
+    assert run_reading.read_run_record(target, whole)[3] == body.decode()
 
     with pytest.raises(
         runs.RunRecordMissing, match=f"wrote no report .*the report of run {run_id} of A->B at offset {gap}"
     ):
-        runs.wait_for_run_records(target, "A->B", run_id, "report", start=died)
+        run_reading.wait_for_run_records(target, "A->B", run_id, "report", start=died)
     with caplog.at_level(logging.WARNING, logger="mirrorflow.replicate.runs"):
-        found = [(o, k) for o, _, r, k, _ in runs.iter_run_records(target, start=died) if r == run_id]
+        found = [(o, k) for o, _, r, k, _ in run_reading.iter_run_records(target, start=died) if r == run_id]
     assert found == [(whole, "plan")]
     assert (
         f"the plan of run {run_id} of A->B at offset {died} of {runs.RUNS_TOPIC} is incomplete" in caplog.text
@@ -264,13 +273,13 @@ def test_records_from_before_chunks_still_read_and_chunks_do_not_trip_old_reader
     assert producer.flush(30) == 0
     (old,) = offsets
 
-    assert runs.read_run_record(target, old) == ("A->B", run_id, "plan", old_body)
-    assert [k for _, _, r, k, _ in runs.iter_run_records(target, start=old) if r == run_id] == ["plan"]
+    assert run_reading.read_run_record(target, old) == ("A->B", run_id, "plan", old_body)
+    assert [k for _, _, r, k, _ in run_reading.iter_run_records(target, start=old) if r == run_id] == ["plan"]
 
     # `{"notes": "` is 11 bytes, so byte CHUNK_BYTES falls inside a two-byte "é".
     text = json.dumps({"notes": "é" * runs.CHUNK_BYTES}, ensure_ascii=False)
     new = runs.write_run_record(target, "A->B", run_id, "summary", text)
-    assert runs.read_run_record(target, new)[3] == text
+    assert run_reading.read_run_record(target, new)[3] == text
     chunks = kafka_records(target, new, run_id)
     assert len(chunks) == 3 and len(chunks[0].value()) == runs.CHUNK_BYTES - 1
     for message in chunks:

@@ -29,7 +29,7 @@ from mirrorflow.control.heartbeats import emit_heartbeats
 from mirrorflow.control.topic_sync import run_refresh_topics, run_sync_topic_acls, run_sync_topic_configs
 from mirrorflow.kafka import LIBRDKAFKA_LOG, RepeatFilter
 from mirrorflow.ops.failover import failover
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading
 from mirrorflow.replicate.copy import copy_unit
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.runner import copy_job_for, store_report
@@ -131,7 +131,7 @@ def replicate(config, extra) -> dict:
     clients = FlowClients.resolve(flow, extra)
     run_id = f"secured-{time.monotonic_ns()}"
     planned = plan_run(config, "A", "B", run_id=run_id, connection_extra=extra)
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
     job = copy_job_for(flow, clients, plan)
     store_report(clients, plan, [copy_unit(job, unit) for unit in plan.units()], int(time.time() * 1000))
     return report_run(
@@ -195,7 +195,8 @@ def test_every_job_runs_on_secured_clusters_and_no_secret_is_shown(
     printed = capfd.readouterr()
     logged = "\n".join(record.getMessage() for record in caplog.records)
     records = "\n".join(
-        body for _, _, _, _, body in runs.iter_run_records(FlowClients.resolve(flow, extra).target_consumer)
+        body
+        for _, _, _, _, body in run_reading.iter_run_records(FlowClients.resolve(flow, extra).target_consumer)
     )
     # The search covered librdkafka's security debug lines (SASL handshakes, TLS), not only ours.
     assert ("SCRAM-SHA-512" if how != "mtls" else "SSL") in logged

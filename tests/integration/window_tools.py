@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig
-from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.local import LocalTasks
@@ -81,7 +81,9 @@ class WindowRun(threading.Thread):
         self.flow = config.flow(source, target)
         self.clients = FlowClients.resolve(self.flow)
         planned = service.plan_run(config, source, target, run_id=run_id)
-        plan = Plan.from_json(runs.read_run_record(self.clients.target_consumer, planned["plan_offset"])[3])
+        plan = Plan.from_json(
+            run_reading.read_run_record(self.clients.target_consumer, planned["plan_offset"])[3]
+        )
         settings = window_settings(
             self.flow, started_ms=plan.created_ms, length_s=length_s, handover=handover
         )

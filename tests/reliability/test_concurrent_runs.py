@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.policy.provenance import PROVENANCE_HEADER, decode
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce_keyed, read_all, read_topic
 from ..integration.mirror_setup import mm2_text

@@ -24,7 +24,7 @@ from mirrorflow.replicate import runner
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import progress_record
-from mirrorflow.replicate.runs import iter_run_records
+from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce, read_all
 

@@ -168,7 +168,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
             from mirrorflow.clients import FlowClients
             from mirrorflow.ops.verification import service as verify_service
             from mirrorflow.ops.verification.plan import VerifyError
-            from mirrorflow.replicate import runs
+            from mirrorflow.replicate import run_reading
             from mirrorflow.replicate.plan import Plan
 
             params = _params()
@@ -176,7 +176,7 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
                 raise AirflowSkipException("verification turned off in the form")
             flow = config.flow(params["source"], params["target"])
             with failing_at_once(VerifyError):
-                _, _, _, body = runs.read_run_record(
+                _, _, _, body = run_reading.read_run_record(
                     FlowClients.resolve(flow).target_consumer, planned["plan_offset"]
                 )
                 copied = Plan.from_json(body)

@@ -74,21 +74,21 @@ def gather_evidence(
     from mirrorflow.ops.migration_evidence import evidence_document
     from mirrorflow.ops.verification.report import REPORT_KIND as VERIFY_REPORT_KIND
     from mirrorflow.ops.verification.report import VerifyReport
-    from mirrorflow.replicate import runs
+    from mirrorflow.replicate import run_reading
     from mirrorflow.replicate.plan import Plan
     from mirrorflow.replicate.report import RunReport
 
     flow = load_config(path).flow(params["source"], params["target"])
     consumer = FlowClients.resolve(flow).target_consumer
     planned, copied, verification = xcom("plan"), xcom("report"), xcom("verify_report")
-    plan = Plan.from_json(runs.read_run_record(consumer, planned["plan_offset"])[3])
-    bodies = runs.wait_for_run_records(
+    plan = Plan.from_json(run_reading.read_run_record(consumer, planned["plan_offset"])[3])
+    bodies = run_reading.wait_for_run_records(
         consumer, flow.name, run_id, "report", start=planned["plan_offset"], timeout_s=10
     )
     report = RunReport.merge([RunReport.from_json(b) for b in bodies])
     checks = None
     if verification is not None:
-        found = runs.wait_for_run_records(
+        found = run_reading.wait_for_run_records(
             consumer,
             flow.name,
             run_id,

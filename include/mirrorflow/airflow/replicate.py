@@ -96,15 +96,15 @@ def log_run_table(flow: FlowConfig, plan_offset: int, summary: dict[str, Any] | 
     the report stored. A table that cannot be read is said in one line: the report's own
     outcome stands."""
     from mirrorflow.clients import FlowClients
-    from mirrorflow.replicate import runs
+    from mirrorflow.replicate import run_reading
     from mirrorflow.replicate.plan import Plan
     from mirrorflow.replicate.tables import run_table_lines
 
     try:
         clients = FlowClients.resolve(flow)
-        plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+        plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, plan_offset)[3])
         if summary is None:
-            summary = runs.wait_for_run_records(
+            summary = run_reading.wait_for_run_records(
                 clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset, timeout_s=10
             )[-1]
         lines = run_table_lines(plan, summary)

@@ -38,7 +38,7 @@ from mirrorflow.commands.flow_args import (
 )
 from mirrorflow.commands.run_display import CopyProgress, print_outcome, print_plan, progress_bar
 from mirrorflow.config import FlowConfig, MirrorConfig
-from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate import run_reading, runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.watch import ProgressWatcher
@@ -88,7 +88,7 @@ class RunOutcome:
 
 
 def _stored_summary(clients: FlowClients, plan: Plan, plan_offset: int) -> dict[str, Any]:
-    summaries = runs.wait_for_run_records(
+    summaries = run_reading.wait_for_run_records(
         clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset
     )
     return summaries[-1]
@@ -150,7 +150,7 @@ def run_flow(
         connect_timeout_s=connect_timeout_s,
     )
     plan_offset = planned["plan_offset"]
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, plan_offset)[3])
     print_plan(console, planned, plan)
     job = runner.copy_job_for(flow, clients, plan)
     pending: Plan | None = plan

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, MirrorConfig
-from mirrorflow.replicate import runner, runs, service
+from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.window.driver import WindowDriver
 from mirrorflow.replicate.window.local import LocalTasks
@@ -56,7 +56,7 @@ def run_window(
         config, flow.source, flow.target, run_id=run_id, connect_timeout_s=connect_timeout_s
     )
     plan_offset = planned["plan_offset"]
-    plan = Plan.from_json(runs.read_run_record(clients.target_consumer, plan_offset)[3])
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, plan_offset)[3])
     print_plan(console, planned, plan)
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=window_s, handover=False)
     count = task_count(plan)

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mirrorflow.replicate.run_history import read_ranges, runs_bounds
-from mirrorflow.replicate.runs import RUNS_TOPIC, parse_key
+from mirrorflow.replicate.run_reading import parse_key
+from mirrorflow.replicate.runs import RUNS_TOPIC
 from mirrorflow.replicate.window.channel import STATUS
 from mirrorflow.replicate.window.figures import TOPIC_ROWS, merge_status
 

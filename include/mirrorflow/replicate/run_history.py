@@ -19,13 +19,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from mirrorflow.kafka import KafkaCallError, reader
 from mirrorflow.kafka_offsets import watermarks
-from mirrorflow.replicate.runs import (
-    CHUNK_HEADER,
-    RUNS_TOPIC,
-    RunRecordMissing,
-    parse_key,
-    read_run_record_at,
-)
+from mirrorflow.replicate.run_reading import parse_key, read_run_record_at
+from mirrorflow.replicate.runs import CHUNK_HEADER, RUNS_TOPIC, RunRecordMissing
 
 log = logging.getLogger("mirrorflow.status")
 

@@ -22,7 +22,7 @@ from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
 from mirrorflow.ops.acl_check import require_job_acls
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics
 from mirrorflow.replicate.progress import ProgressReadError
@@ -183,10 +183,10 @@ def report_run(
     `topic_errors_count` how many there were in all."""
     flow = flow_for(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
-    _, _, _, plan_body = runs.read_run_record(clients.target_consumer, plan_offset)
+    _, _, _, plan_body = run_reading.read_run_record(clients.target_consumer, plan_offset)
     plan = Plan.from_json(plan_body)
     try:
-        bodies = runs.wait_for_run_records(
+        bodies = run_reading.wait_for_run_records(
             clients.target_consumer, flow.name, run_id, "report", start=plan_offset, timeout_s=wait_s
         )
     except runs.RunRecordMissing as exc:

@@ -29,8 +29,8 @@ from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.replicate.copy import copy_slice
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import RunReport
+from mirrorflow.replicate.run_reading import read_run_record
 from mirrorflow.replicate.runner import copy_job_for, store_report
-from mirrorflow.replicate.runs import read_run_record
 from mirrorflow.replicate.watch import ProgressLog, ProgressWatcher, RunProgress, log_interval_s
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"

@@ -27,7 +27,7 @@ from mirrorflow.kafka import admin_client, topic_ids
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.verification.checks import VerifySpan
 from mirrorflow.policy import should_replicate_topic
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.progress import read_progress_entries, split_incarnation
 from mirrorflow.replicate.topics import describe_topic_configs
 
@@ -228,7 +228,7 @@ def store_plan(clients: FlowClients, plan: VerifyPlan) -> int:
 
 
 def read_plan(clients: FlowClients, offset: int, flow_name: str) -> VerifyPlan:
-    stored_flow, _, kind, body = runs.read_run_record(clients.target_consumer, offset)
+    stored_flow, _, kind, body = run_reading.read_run_record(clients.target_consumer, offset)
     if (stored_flow, kind) != (flow_name, PLAN_KIND):
         raise VerifyError(
             f"offset {offset} of {runs.RUNS_TOPIC} holds the {kind} of {stored_flow}, not a verification plan of {flow_name}"

@@ -14,7 +14,7 @@ from mirrorflow.ops.acl_check import require_job_acls
 from mirrorflow.ops.verification import plan as verify_plan
 from mirrorflow.ops.verification import report as verify_report
 from mirrorflow.ops.verification.run import compare_job_for, verify_locally
-from mirrorflow.replicate import runs
+from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.service import flow_for
 from mirrorflow.replicate.until import parse_until
 
@@ -96,7 +96,7 @@ def report(
     flow = flow_for(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
     try:
-        bodies = runs.wait_for_run_records(
+        bodies = run_reading.wait_for_run_records(
             clients.target_consumer,
             flow.name,
             run_id,

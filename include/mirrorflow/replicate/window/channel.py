@@ -27,14 +27,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from mirrorflow.kafka import reader, served
 from mirrorflow.replicate.copy.clients import close_quietly
-from mirrorflow.replicate.runs import (
-    RUNS_TOPIC,
-    IncompleteRunRecord,
-    RunRecord,
-    RunRecordAssembler,
-    run_key,
-    write_run_record,
-)
+from mirrorflow.replicate.run_reading import RunRecordAssembler
+from mirrorflow.replicate.runs import RUNS_TOPIC, IncompleteRunRecord, RunRecord, run_key, write_run_record
 
 REFRESH = "refresh"
 TAKEOVER = "takeover"
