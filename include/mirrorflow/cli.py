@@ -12,7 +12,7 @@ from rich.table import Table
 
 from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
-from mirrorflow.config.validation import nothing_replicated
+from mirrorflow.config.flow_checks import nothing_replicated
 from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions, slow_link_problems
 from mirrorflow.ops.preflight import preflight
 
