@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -347,7 +348,11 @@ def test_a_writer_fenced_while_producing_stops_and_never_fences_the_newer_one_ba
     job = make_job(src, dst, max_records=100_000)
     span = PartitionSpan("busy", 0, "A.busy", 0, total)
     older: list[copy.UnitResult] = []
-    thread = threading.Thread(target=lambda: older.append(copy_unit(job, span)))
+    # The older copy is held to 500 kB/s (its first transaction takes ~11 s), so the newer one
+    # fences it mid-transaction however long the newer takes to start on a loaded machine;
+    # unthrottled, the older once finished both its transactions first (1.3 s) and was never fenced.
+    slow = dataclasses.replace(job, max_bytes_per_second=500_000)
+    thread = threading.Thread(target=lambda: older.append(copy_unit(slow, span)))
     thread.start()
     admin = AdminClient({"bootstrap.servers": dst.bootstrap})
     deadline = time.monotonic() + 60
