@@ -1,8 +1,14 @@
 from __future__ import annotations
 
+import socket
 import zlib
 
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.kafka import KafkaCallError
 from mirrorflow.replicate.plan import COPY_SLOTS, SLICE_UNIT_COST, PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.planner import planned_topic_ids
 
 
 def _plan(spans, tasks_max=2, max_records=100):
@@ -143,14 +149,6 @@ def test_partition_batches_keep_order_and_stay_under_the_limit() -> None:
 def test_topic_ids_a_plan_gets_no_answer_for_fail_the_plan() -> None:
     """Read as "no ID", an unanswered describe would hide a recreated topic: the plan would append
     to a rebuilt remote topic after its hole, or copy a new source topic as the old one."""
-    import socket
-
-    import pytest
-    from confluent_kafka.admin import AdminClient
-
-    from mirrorflow.kafka import KafkaCallError
-    from mirrorflow.replicate.planner import planned_topic_ids
-
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

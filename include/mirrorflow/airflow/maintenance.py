@@ -87,27 +87,20 @@ class EmitHeartbeatsOperator(BaseOperator):
         self.pairs = pairs
         self.intervals = intervals
         self.run = run
-        self._asked_to_stop = False
-        self._stop: StopRequest | None = None  # made by execute: an operator is deep-copied, a pipe is not
+        self._stop = StopRequest()  # set by on_kill, before execute or during it
 
     def execute(self, context: Any) -> dict[str, Any]:
         from mirrorflow.config import load_config
         from mirrorflow.control.heartbeats import emit_heartbeats, heartbeat_window
 
-        self._stop = StopRequest()
-        try:
-            if self._asked_to_stop:  # on_kill came before there was a window to end
-                log.info("heartbeats: the task was asked to stop before its window started; none emitted")
-                return {"window_s": 0.0, "pairs": {}}
-            window = heartbeat_window(
-                self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run
-            )
-            current = load_config(self.config_path)
-            runs = emit_heartbeats(
-                [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
-            )
-        finally:
-            self._stop.close()
+        if self._stop.is_set():  # on_kill came before there was a window to end
+            log.info("heartbeats: the task was asked to stop before its window started; none emitted")
+            return {"window_s": 0.0, "pairs": {}}
+        window = heartbeat_window(self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run)
+        current = load_config(self.config_path)
+        runs = emit_heartbeats(
+            [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
+        )
         # One compact XCom: counts per pair, not each heartbeat.
         return {
             "window_s": window,
@@ -115,11 +108,9 @@ class EmitHeartbeatsOperator(BaseOperator):
         }
 
     def on_kill(self) -> None:
-        # Runs in the task's SIGTERM handler: a flag for an execute yet to start, a lock-free set
-        # for one under way (whichever of the two lines the signal comes between, one is seen).
-        self._asked_to_stop = True
-        if self._stop is not None:
-            self._stop.set()
+        # Runs in the task's SIGTERM handler: a lock-free flag, seen by an execute yet to start
+        # and by a window under way.
+        self._stop.set()
 
 
 def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:

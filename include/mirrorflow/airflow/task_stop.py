@@ -6,16 +6,16 @@ thread is itself inside `threading.Event.wait` holding the event's (non-reentran
 `Event.set()` from the handler would wait for that lock forever. And on_kill may come before
 execute has started anything it could stop; the request must still hold when execute gets there.
 
-`StopRequest` takes no lock to be set: a flag and one byte written into a pipe, which `wait`
-watches with select. It is made per execute (an operator is deep-copied, a pipe is not).
+`StopRequest` is a flag: setting it takes no lock, and `wait` looks at it every POLL_S (a stop
+is seen within that). It has no lock or descriptor, so an operator can make it in __init__ and
+be deep-copied with it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import select
 import time
+
+POLL_S = 0.1
 
 
 class StopRequest:
@@ -23,16 +23,9 @@ class StopRequest:
 
     def __init__(self) -> None:
         self._set = False
-        self._closed = False
-        self._read, self._write = os.pipe()
-        os.set_blocking(self._write, False)
 
     def set(self) -> None:
         self._set = True
-        if self._closed:  # its descriptors' numbers may belong to another file by now
-            return
-        with contextlib.suppress(OSError):  # the pipe is full: it was set before
-            os.write(self._write, b"x")
 
     def is_set(self) -> bool:
         return self._set
@@ -41,18 +34,8 @@ class StopRequest:
         """True once set; False when `timeout` seconds passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._set:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+            if left <= 0:
                 return False
-            # A signal during select runs its handler and select goes on (PEP 475); a set() from
-            # that handler has made the pipe readable.
-            select.select([self._read], [], [], left)
+            time.sleep(left)  # a signal's handler runs during it, and the sleep goes on (PEP 475)
         return True
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for fd in (self._read, self._write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
