@@ -1,5 +1,7 @@
 """Micro-batch windows on real Kafka: two windows overlapping at a handover copy every record
-once, and topics created, grown and recreated while a window runs are copied and reported.
+once, topics created, grown and recreated while a window runs are copied and reported, and a
+task that starts after its window's end (Spark's new attempt of a task whose executor was lost)
+copies until the next window takes over, or fails the window once nothing would.
 
 Windows run as `mirrorflow replicate` runs them (the driver in the test, tasks in local worker
 processes), a few seconds each, on the worker's shared clusters with topics of their own."""
@@ -11,6 +13,8 @@ import time
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mirrorflow.control.window_status import window_lag
+from mirrorflow.replicate.window.channel import StatusWriter
+from mirrorflow.replicate.window.figures import TaskFigures
 
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import mm2_config
@@ -132,3 +136,67 @@ def _created(bootstrap: str, topic: str) -> bool:
             return False
         raise
     return True
+
+
+def _lost_attempt_status(config_b: dict, run: WindowRun) -> None:
+    """The status an attempt stored before its executor was lost (it never returns an outcome)."""
+    body = TaskFigures().status(index=0, tasks=run.count, attempt="lost", batches=3, partitions=1)
+    body |= {"records": 7, "bytes": 70}
+    writer = StatusWriter(config_b, run.flow.name, run.driver.plan.run_id)
+    writer.send(body)
+    writer.close(10.0)
+
+
+def test_a_task_started_after_the_windows_end_copies_until_the_next_window_takes_over(
+    shared_clusters, unique
+) -> None:
+    """Spark runs a window's tasks again when their executor is lost, possibly after the window's
+    end: the new attempts take their slots and copy (nobody else holds them until the next window
+    takes over), and what the lost attempt had copied is in the window's figures. Before the fix
+    such a task ended at once and the window reported nothing copied, in green."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-late")
+    create_topics(a.bootstrap, (topic, 2))
+    produce(a.bootstrap, topic, [{"key": b"%d" % i, "value": b"v", "partition": i % 2} for i in range(200)])
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\n" + MICRO_BATCH)
+    # Over as soon as planned; the wait for a next window is long, and the test ends it itself.
+    late = WindowRun(config, unique("late"), length_s=0.001, handover=True, handover_s=120)
+    _lost_attempt_status(b.client_config(), late)
+    late.start()
+    _wait_for(
+        lambda: (
+            not late.is_alive() or sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 2).values())) == 200
+        ),
+        "the late task copies",
+    )
+    assert late.is_alive(), f"the window ended before it copied: {late.result().report.window['stopped']}"
+    time.sleep(1.5)  # past the driver's next look at the status records
+    late.stop()
+    result = late.result()
+
+    assert result.ok, (result.error, result.report.failure_message())
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 2) == 200
+    assert result.report.totals()["records"] == 200
+    assert result.report.window["stopped"] == {"stopped": late.count}
+    assert result.report.window["lost_attempts"] == {"count": 1, "records": 7, "bytes": 70}
+
+
+def test_a_task_started_after_the_wait_for_the_next_window_fails_the_window_in_one_sentence(
+    shared_clusters, unique
+) -> None:
+    """Once the window and its wait for the next one are over, slots no newer window took are
+    copied by nobody: a task that starts then fails the window saying so, instead of ending as if
+    it had copied them."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-over")
+    create_topics(a.bootstrap, (topic, 1))
+    produce(a.bootstrap, topic, [{"key": b"k", "value": b"v"}])
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\n" + MICRO_BATCH)
+    over = WindowRun(config, unique("over"), length_s=0.001, handover=True, handover_s=0.001)
+    over.start()
+    result = over.result()
+
+    assert not result.ok
+    assert "after the window and its wait for the next window were over" in (result.error or ""), result.error
+    assert "no newer window has taken its writer slots" in result.error
+    assert read_topic(b.bootstrap, f"A.{topic}", 1)[0] == []

@@ -124,7 +124,13 @@ def test_a_run_frozen_inside_a_shared_transaction_wakes_fenced(kafka_clusters, t
     for p in range(PARTITIONS):
         twice = sum(n - 1 for n in Counter(r.content() for r in target[p]).values())
         assert twice == 0, f"partition {p}: {twice} records twice"
-    assert_copied_once(a, b, topic, PARTITIONS, "after the frozen run woke")
+    try:
+        assert_copied_once(a, b, topic, PARTITIONS, "after the frozen run woke: ")
+    except AssertionError as exc:
+        # What each run said of its partitions and offset-syncs is where the cause shows.
+        raise AssertionError(
+            f"{exc}\n--- the frozen run ---\n{output[-4000:]}\n--- the second run ---\n{second.stdout[-3000:]}"
+        ) from exc
     failed = [line for line in output.splitlines() if line.strip().startswith(f"{topic}-")]
     other = [line for line in failed if "fenced: another writer took over" not in line]
     assert not other, "\n".join(other[:5]) + "\n" + output[-3000:]

@@ -18,6 +18,7 @@ from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.window.driver import WindowDriver
+from mirrorflow.replicate.window.figures import ended_text
 from mirrorflow.replicate.window.local import LocalTasks
 from mirrorflow.replicate.window.settings import window_settings
 from mirrorflow.replicate.window.share import task_count
@@ -32,10 +33,9 @@ def window_line(summary: dict) -> str:
         value = lag.get(name)
         return "-" if value is None else f"{value:.2f}s"
 
-    ended = ", ".join(f"{count} {why}" for why, count in sorted(window.get("stopped", {}).items()))
     return (
         f"window of {summary['seconds']:.1f}s: {window.get('batches', 0):,} batches over {window.get('tasks', 0)} "
-        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended or '-'}"
+        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended_text(window)}"
     )
 
 

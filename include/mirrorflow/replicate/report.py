@@ -332,6 +332,7 @@ WINDOW_XCOM_FIELDS = (
     "stopped",
     "handed_over_slots",
     "retakes",
+    "lost_attempts",
     "joined_partitions",
     "lag_s",
     "refreshes",

@@ -19,12 +19,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.runner import copy_job_for
 from mirrorflow.replicate.window.driver import WindowDriver
-from mirrorflow.replicate.window.settings import WindowSettings, window_settings
+from mirrorflow.replicate.window.figures import ended_text
+from mirrorflow.replicate.window.settings import WindowSettings, clock, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
 from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, read_plan, run_slices
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         len(plan.spans),
         tasks,
         settings.interval_s,
-        _clock(settings.ends_ms),
+        clock(settings.ends_ms),
         settings.handover_s,
     )
     driver = WindowDriver(
@@ -111,17 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         window.get("lag_s", {}).get("p50"),
         window.get("lag_s", {}).get("p99"),
         window.get("lag_s", {}).get("max"),
-        window.get("stopped"),
+        ended_text(window),
     )
     if result.error:
         log.error("%s", result.error)
     if not result.report.ok:
         log.error("%s", result.report.failure_message())
     return 0 if result.ok else 1
-
-
-def _clock(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S UTC")
 
 
 if __name__ == "__main__":

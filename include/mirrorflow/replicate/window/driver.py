@@ -85,6 +85,9 @@ class WindowDriver:
         self.log_line = log_line
         self.refreshes = _Refreshes()
         self._done = threading.Event()
+        self._attempts: dict[str, dict[str, Any]] = {}
+        """The newest status of every task attempt seen: an attempt Spark lost with its executor
+        returns no outcome, and its figures are known only from here."""
 
     def run(self, launch: Launch, tasks: int) -> WindowResult:
         started_ms = int(time.time() * 1000)
@@ -159,6 +162,7 @@ class WindowDriver:
                 for record in fresh:
                     body = json.loads(record.body)
                     newest[int(body["task"])] = body
+                    self._attempts[str(body.get("attempt", ""))] = body
                 if not fresh or time.monotonic() - said_at < STATUS_S * 0.8:
                     continue
                 merged = merge_status(newest.values())
@@ -178,6 +182,8 @@ class WindowDriver:
         for outcome in outcomes:
             stopped[outcome.stopped] = stopped.get(outcome.stopped, 0) + 1
         topics_lag = {name: row["window"] for name, row in merged["topics"].items()}
+        returned = {o.attempt for o in outcomes}
+        lost = [body for attempt, body in self._attempts.items() if attempt not in returned]
         return {
             "ends_ms": settings.ends_ms,
             "interval_ms": round(settings.interval_s * 1000),
@@ -187,6 +193,11 @@ class WindowDriver:
             "errors": [o.error for o in outcomes if o.error][:NAMES_LIMIT],
             "handed_over_slots": sum(len(o.handed_over) for o in outcomes),
             "retakes": sum(o.retakes for o in outcomes),
+            "lost_attempts": {
+                "count": len(lost),
+                "records": sum(int(b.get("records", 0)) for b in lost),
+                "bytes": sum(int(b.get("bytes", 0)) for b in lost),
+            },
             "joined_partitions": sum(o.joined for o in outcomes),
             "lag_s": merged["lag_window_s"],
             "topics_lag_s": worst_rows(topics_lag, ("p99", "max"), TOPIC_ROWS),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from mirrorflow.config import FlowConfig
 
@@ -65,3 +66,8 @@ def window_settings(
         else max(refresh.total_seconds(), flow.microbatch_interval_ms / 1000),
         max_records=flow.range_max_records,
     )
+
+
+def clock(ms: int) -> str:
+    """A window's moment (epoch ms) as a log line says it."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%H:%M:%S UTC")

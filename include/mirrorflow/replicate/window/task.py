@@ -46,7 +46,7 @@ from mirrorflow.replicate.window.channel import (
 from mirrorflow.replicate.window.figures import TaskFigures
 from mirrorflow.replicate.window.partitions import PartitionState
 from mirrorflow.replicate.window.reach import TargetReach
-from mirrorflow.replicate.window.settings import WindowSettings
+from mirrorflow.replicate.window.settings import WindowSettings, clock
 from mirrorflow.replicate.window.share import Assignment
 
 MAX_RETAKES = 5
@@ -107,9 +107,7 @@ class WindowTask:
         worker: CopyWorker | None = None
         try:
             self._read(tail.catch_up(job.unreachable_timeout_s))
-            if settings.ended():
-                outcome.stopped = "the window's time was over before this task started"
-                return outcome
+            self._check_start()
             if self.held:
                 self.own_offset = write_takeover(
                     job.target_producer,
@@ -127,7 +125,7 @@ class WindowTask:
             first = True
             while not outcome.stopped:
                 tick = time.monotonic()
-                outcome.stopped = self._stop_reason()
+                outcome.stopped = self._stop_reason(first=first)
                 if outcome.stopped:
                     break
                 worker = self._batch(worker, admin, tail, first=first)
@@ -151,13 +149,33 @@ class WindowTask:
             tail.close()
         return self._finish()
 
-    def _stop_reason(self) -> str:
+    def _check_start(self) -> None:
+        """A task (or Spark's new attempt of it, after its executor was lost) that starts once
+        the window and its wait for the next window are over holds slots nobody copies any more:
+        the window fails saying so, rather than end as if it had copied them. Started earlier,
+        it copies until the next window takes its slots, as the window's first attempt would."""
+        settings = self.settings
+        if not self.held or settings.handover_s == 0 or not settings.over():
+            return
+        raise WindowFailed(
+            f"task {self.assignment.index} of the window of {self.assignment.flow} started at "
+            f"{clock(int(time.time() * 1000))}, after the window and its wait for the next window were over "
+            f"({clock(settings.ends_ms + int(settings.handover_s * 1000))}), and no newer window has taken "
+            f"its writer slots {sorted(self.held)}: their partitions are not being copied. The next window "
+            "copies them from their committed progress; if none is running, unpause or trigger the flow's "
+            "replicate DAG"
+        )
+
+    def _stop_reason(self, *, first: bool = False) -> str:
         if self.stop():
             return "stopped"
         if not self.held:
             return "handed over"
-        if self.settings.over() or (self.settings.handover_s == 0 and self.settings.ended()):
-            return "window over"
+        settings = self.settings
+        if settings.over() or (settings.handover_s == 0 and settings.ended()):
+            # A window nothing takes over from (run by hand) whose task began after its end
+            # still copies once what was waiting when it began.
+            return "" if first and settings.handover_s == 0 else "window over"
         return ""
 
     def _sleep(self, seconds: float) -> None:
