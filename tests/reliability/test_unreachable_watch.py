@@ -13,13 +13,19 @@ waiting for when it died:
   limit: windows that gave up 50 s after their target was killed);
 - the check of the topics' identities before a copy: a DescribeTopics the dead target never
   answered was taken for an empty answer, and the copy went on to write and waited out the limit
-  a second time (a micro-batch window whose target died ended 42 s after the kill, limit 15 s)."""
+  a second time (a micro-batch window whose target died ended 42 s after the kill, limit 15 s).
+
+And a cluster is not given up on because the copy itself was stopped: a run frozen (SIGSTOP) while
+it waited for a Metadata answer woke past its wait and took the source for lost ("unreachable
+for 15s: Failed to get metadata: Local: Timed out") on 17 of 24 partitions."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -224,3 +230,61 @@ def test_a_broker_frozen_past_the_socket_timeout_within_the_limit_is_waited_for(
         with contextlib.suppress(ProcessLookupError):
             os.kill(broker.pid, signal.SIGCONT)
         producer.flush(5)
+
+
+FROZEN_CHILD = """
+import sys
+from confluent_kafka import Producer
+from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
+from mirrorflow.replicate.copy.calls import topic_metadata
+
+watch = ClusterWatch("A", sys.argv[1], float(sys.argv[2]))
+producer = Producer(watch.config({"bootstrap.servers": sys.argv[1], "log_level": 0}))
+assert topic_metadata(producer, "t", watch) is not None
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    print("answered" if topic_metadata(producer, "t", watch) is not None else "no topic", flush=True)
+except ClusterUnreachable as exc:
+    print(f"unreachable: {exc}", flush=True)
+producer.flush(5)
+"""
+
+
+def test_a_process_frozen_while_it_waits_for_an_answer_asks_again_when_it_wakes(local_kafka) -> None:
+    """The request goes out to a broker that does not answer (frozen), then the process asking is
+    itself frozen for longer than its wait and the limit. Woken, it has waited only as long as it
+    ran: it asks again, and takes the answer the broker gives once it is back a second later."""
+    kafka = local_kafka()
+    create_topics(kafka.bootstrap, ("t", 1))
+    limit = 5.0
+    child = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_CHILD, kafka.bootstrap, str(limit)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    broker = kafka.nodes[0].process
+    assert broker is not None and child.stdin is not None and child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        os.kill(broker.pid, signal.SIGSTOP)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(1.0)  # its request is out, unanswered
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(limit + 3.0)  # past the request's wait and the limit
+        os.kill(child.pid, signal.SIGCONT)
+        time.sleep(1.0)  # awake, the broker still frozen
+        os.kill(broker.pid, signal.SIGCONT)
+        said, _ = child.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(broker.pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert said.strip() == "answered", said

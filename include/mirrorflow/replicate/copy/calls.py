@@ -236,6 +236,16 @@ def drop(producer: Producer) -> None:
 
 METADATA_FLOOR_S = 3.0
 METADATA_RETRY_S = 0.2
+PAUSE_S = 2.0
+"""A call that returns this much later than it was allowed to wait ran in a process that was
+stopped meanwhile (SIGSTOP, a suspended VM): the cluster had no chance to answer in that time."""
+MAX_PAUSES = 3
+
+
+def overslept(asked: float, allowed: float) -> bool:
+    """Whether a call asked at `asked` (monotonic) and allowed `allowed` seconds returned only
+    after a pause of the whole process (see PAUSE_S)."""
+    return time.monotonic() - asked > allowed + PAUSE_S
 
 
 def request_wait(watch: ClusterWatch) -> float:
@@ -252,16 +262,23 @@ def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch)
     (and the large-span turn others waited for) a whole limit more; a process that was frozen
     (SIGSTOP, a suspended VM) past the limit still gets a real chance to hear from the cluster,
     whose answer clears the watch. A request that fails well before that time (its connection
-    broke) is asked again within it."""
+    broke) is asked again within it, and so is one the process was stopped during (it waited only
+    while it could not hear the answer: woken, it gets a whole wait again)."""
     deadline = time.monotonic() + request_wait(watch)
+    pauses = 0
     while True:
+        asked, allowed = time.monotonic(), max(0.1, deadline - time.monotonic())
         try:
-            answer = client.list_topics(topic, timeout=max(0.1, deadline - time.monotonic()))
+            answer = client.list_topics(topic, timeout=allowed)
             break
         except KafkaException as exc:
             error = kafka_error(exc)
             if error is None or error.code() not in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
                 raise
+            if overslept(asked, allowed) and pauses < MAX_PAUSES:
+                pauses += 1
+                deadline = time.monotonic() + request_wait(watch)
+                continue
             if time.monotonic() >= deadline - METADATA_RETRY_S:
                 raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
             # Failed well before the wait was out: a connection that broke, not a cluster that
@@ -279,24 +296,32 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
     silent for the limit), not an empty answer: a copy that took it for one went on to produce and
     flush, and waited the limit a second time (a micro-batch window whose target died ended after
     42 s, limit 15 s). An error well before that time (a broker's connection dropped) is no
-    proof the cluster is gone: the check is skipped then, as it always was."""
-    timeout = request_wait(watch)
-    started = time.monotonic()
-    try:
-        ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
-    except TimeoutError as exc:
-        raise ClusterUnreachable(
-            watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
-        ) from exc
-    except KafkaException as exc:
-        if time.monotonic() - started < timeout * 0.9:
-            # Refused early (one broker's connection dropped, as in a leader's failover): the
-            # cluster may well answer through its other brokers; the check is skipped this once.
-            watch.check()
-            return {}
-        raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, describe(exc)) from exc
-    watch.alive()
-    return ids
+    proof the cluster is gone: the check is skipped then, as it always was. A request the process
+    was stopped during is asked again, as in topic_metadata."""
+    topics = list(topics)
+    for pauses in range(MAX_PAUSES + 1):
+        timeout = request_wait(watch)
+        started = time.monotonic()
+        try:
+            ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
+        except TimeoutError as exc:
+            if pauses < MAX_PAUSES and overslept(started, timeout):
+                continue
+            raise ClusterUnreachable(
+                watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
+            ) from exc
+        except KafkaException as exc:
+            if pauses < MAX_PAUSES and overslept(started, timeout):
+                continue
+            if time.monotonic() - started < timeout * 0.9:
+                # Refused early (one broker's connection dropped, as in a leader's failover): the
+                # cluster may well answer through its other brokers; the check is skipped this once.
+                watch.check()
+                return {}
+            raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, describe(exc)) from exc
+        watch.alive()
+        return ids
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def init_transactions(producer: Producer, topic: str, watch: ClusterWatch) -> None:
