@@ -22,6 +22,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow import awake
+
 TIMEOUT_S = 60.0
 POLL_S = 0.05
 ATTEMPT_S = 5.0
@@ -177,24 +179,27 @@ class ClusterWatch:
     def on_error(self, error: KafkaError) -> None:
         if error.code() in _UNREACHABLE:
             if self.down_since is None:
-                self.down_since = time.monotonic()
+                self.down_since = awake.monotonic()
             self.last_error = error.str()
 
     def alive(self) -> None:
         self.down_since = None
 
+    def down_for(self) -> float:
+        """How long the cluster has been out of reach, on the process's awake clock (awake.py):
+        time the process spent stopped (SIGSTOP) is no time the cluster failed to answer in."""
+        return 0.0 if self.down_since is None else awake.monotonic() - self.down_since
+
     def check(self) -> None:
-        if self.down_since is not None and time.monotonic() - self.down_since > self.limit_s:
-            raise ClusterUnreachable(
-                self.alias, self.bootstrap, time.monotonic() - self.down_since, self.last_error
-            )
+        if self.down_since is not None and self.down_for() > self.limit_s:
+            raise ClusterUnreachable(self.alias, self.bootstrap, self.down_for(), self.last_error)
 
     def time_left(self) -> float:
         """How long a call may still wait before the cluster has been out of reach for the limit:
         a call made after the cluster went away waits what is left of it, not the whole limit."""
         if self.down_since is None:
             return self.limit_s
-        return max(0.0, self.limit_s - (time.monotonic() - self.down_since))
+        return max(0.0, self.limit_s - self.down_for())
 
     def config(self, client_config: Mapping[str, Any]) -> dict[str, Any]:
         """The client config with this watch as its error callback."""

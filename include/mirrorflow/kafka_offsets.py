@@ -23,6 +23,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mirrorflow import awake
 from mirrorflow.kafka import ASK_AGAIN, ATTEMPT_S, LEADER_GONE, POLL_S, TIMEOUT_S, UNKNOWN, KafkaCallError
 
 
@@ -34,9 +35,9 @@ def watermarks(
     while leadership moves, OFFSET_NOT_AVAILABLE from a new leader still catching up its high
     watermark, and a leader that stopped answering (asked again in short attempts, so the client
     looks up the new leader in between)."""
-    deadline = time.monotonic() + timeout_s
+    deadline = awake.monotonic() + timeout_s
     while True:
-        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        attempt = max(0.5, min(ATTEMPT_S, deadline - awake.monotonic()))
         try:
             return consumer.get_watermark_offsets(
                 TopicPartition(topic, partition), timeout=attempt, cached=False
@@ -46,7 +47,7 @@ def watermarks(
             again = isinstance(error, KafkaError) and (
                 error.retriable() or error.code() in LEADER_GONE or error.code() in ASK_AGAIN
             )
-            if not again or time.monotonic() > deadline:
+            if not again or awake.monotonic() > deadline:
                 raise
             # librdkafka keeps asking the leader it knows; a metadata request shows it the new one.
             with contextlib.suppress(KafkaException):
@@ -62,11 +63,11 @@ def consumer_offsets(
     decides what "latest" is (read_committed: the last stable offset; read_uncommitted: the high
     watermark). Partitions whose leader answers "ask again" or not at all are asked again,
     together, until `timeout_s`; then KafkaCallError names them."""
-    deadline = time.monotonic() + timeout_s
+    deadline = awake.monotonic() + timeout_s
     out: dict[tuple[str, int], int] = {}
     asking = sorted(set(partitions))
     while asking:
-        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        attempt = max(0.5, min(ATTEMPT_S, deadline - awake.monotonic()))
         again: list[tuple[str, int]] = []
         try:
             answers = consumer.offsets_for_times(
@@ -86,7 +87,7 @@ def consumer_offsets(
                     again.append((answer.topic, answer.partition))
                 else:
                     out[(answer.topic, answer.partition)] = answer.offset
-        if again and time.monotonic() > deadline:
+        if again and awake.monotonic() > deadline:
             names = ", ".join(f"{t}-{p}" for t, p in again[:10])
             raise KafkaCallError(f"the leaders of {names} gave no offsets for {timeout_s:.0f}s")
         if again:
@@ -121,10 +122,10 @@ def list_offsets(
     if not request:
         return {}
     isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
-    deadline = time.monotonic() + timeout_s
+    deadline = awake.monotonic() + timeout_s
     out: dict[tuple[str, int], int] = {}
     while True:
-        attempt = max(0.5, min(ATTEMPT_S, deadline - time.monotonic()))
+        attempt = max(0.5, min(ATTEMPT_S, deadline - awake.monotonic()))
         futures = admin.list_offsets(request, isolation_level=isolation, request_timeout=attempt)
         again: dict[TopicPartition, OffsetSpec] = {}
         for tp, future in futures.items():
@@ -136,7 +137,7 @@ def list_offsets(
                 if missing is not None and isinstance(error, KafkaError) and error.code() in UNKNOWN:
                     missing.add((tp.topic, tp.partition))
                     continue
-                if not retry or time.monotonic() > deadline:
+                if not retry or awake.monotonic() > deadline:
                     raise KafkaCallError(f"ListOffsets for {tp.topic}-{tp.partition} failed: {exc}") from exc
                 again[tp] = request[tp]
                 continue
@@ -150,7 +151,7 @@ def list_offsets(
                 out[(tp.topic, tp.partition)] = offset
         if not again:
             return out
-        if time.monotonic() > deadline:
+        if awake.monotonic() > deadline:
             names = ", ".join(sorted(f"{tp.topic}-{tp.partition}" for tp in again)[:10])
             more = f" and {len(again) - 10} more" if len(again) > 10 else ""
             raise KafkaCallError(

@@ -32,6 +32,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
+from mirrorflow import awake
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.replicate.copy import copy_unit, schedule, transaction
 from mirrorflow.replicate.copy.calls import abort, flush, topic_metadata
@@ -183,13 +184,13 @@ def test_a_request_made_once_the_cluster_is_out_of_reach_waits_only_what_is_left
             assert time.monotonic() < deadline, "librdkafka never reported the killed cluster"
             consumer.poll(0.1)
         # The cluster has been out of reach for most of the limit already.
-        watch.down_since = time.monotonic() - (limit - 1.0)
+        watch.down_since = awake.monotonic() - (limit - 1.0)
         started = time.monotonic()
         with pytest.raises(ClusterUnreachable):
             topic_metadata(consumer, "other", watch)
         assert time.monotonic() - started < limit / 2, "the request waited a whole limit more"
         # Past the limit (or a process frozen past it): one short request still, not a whole limit.
-        watch.down_since = time.monotonic() - (limit + 1.0)
+        watch.down_since = awake.monotonic() - (limit + 1.0)
         started = time.monotonic()
         with pytest.raises(ClusterUnreachable):
             topic_metadata(consumer, "other", watch)
@@ -235,6 +236,7 @@ def test_a_broker_frozen_past_the_socket_timeout_within_the_limit_is_waited_for(
 FROZEN_CHILD = """
 import sys
 from confluent_kafka import Producer
+from mirrorflow import awake
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.replicate.copy.calls import topic_metadata
 

@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow import awake
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served, topic_ids
 from mirrorflow.replicate.copy.job import CopyError, CopyJob
 
@@ -169,7 +170,7 @@ def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str, *, an
     ends a transaction that registered no partition without asking the coordinator, so an idle
     copy's abort succeeds against a dead target, and it kept the worker's watch (shared by its
     copies) from ever reaching the limit."""
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    deadline = awake.monotonic() + CLIENT_TIMEOUT_S
     while True:
         try:
             result = call(WAIT_SLICE_S)
@@ -178,7 +179,7 @@ def retrying(call: Callable[[float], Any], watch: ClusterWatch, what: str, *, an
             return result
         except KafkaException as exc:
             error = kafka_error(exc)
-            if error is None or not error.retriable() or time.monotonic() > deadline:
+            if error is None or not error.retriable() or awake.monotonic() > deadline:
                 raise
             watch.check()
             log.debug("%s: retrying after %s", what, error)
@@ -204,7 +205,7 @@ def flush(
     empties it by failing deliveries (message.timeout.ms) of a cluster that is gone; counted as
     answers, those kept a dead target looking alive. Without `delivered`, the flush clears nothing
     and leaves the watch to the clients' other answers."""
-    deadline = time.monotonic() + timeout_s
+    deadline = awake.monotonic() + timeout_s
     acknowledged = delivered() if delivered is not None else 0
     remaining = served(producer.flush, 0)
     while remaining:
@@ -213,7 +214,7 @@ def flush(
             acknowledged = delivered()
             watch.alive()
         watch.check()
-        if time.monotonic() > deadline:
+        if awake.monotonic() > deadline:
             break
     return remaining
 
@@ -236,16 +237,8 @@ def drop(producer: Producer) -> None:
 
 METADATA_FLOOR_S = 3.0
 METADATA_RETRY_S = 0.2
-PAUSE_S = 2.0
-"""A call that returns this much later than it was allowed to wait ran in a process that was
-stopped meanwhile (SIGSTOP, a suspended VM): the cluster had no chance to answer in that time."""
 MAX_PAUSES = 3
-
-
-def overslept(asked: float, allowed: float) -> bool:
-    """Whether a call asked at `asked` (monotonic) and allowed `allowed` seconds returned only
-    after a pause of the whole process (see PAUSE_S)."""
-    return time.monotonic() - asked > allowed + PAUSE_S
+"""How often one request is asked again because the process was stopped while it waited."""
 
 
 def request_wait(watch: ClusterWatch) -> float:
@@ -262,24 +255,18 @@ def topic_metadata(client: Producer | Consumer, topic: str, watch: ClusterWatch)
     (and the large-span turn others waited for) a whole limit more; a process that was frozen
     (SIGSTOP, a suspended VM) past the limit still gets a real chance to hear from the cluster,
     whose answer clears the watch. A request that fails well before that time (its connection
-    broke) is asked again within it, and so is one the process was stopped during (it waited only
-    while it could not hear the answer: woken, it gets a whole wait again)."""
-    deadline = time.monotonic() + request_wait(watch)
-    pauses = 0
+    broke) is asked again within it. The wait is on the process's awake clock (awake.py): a
+    process stopped while it waited (SIGSTOP) has waited only as long as it ran."""
+    deadline = awake.monotonic() + request_wait(watch)
     while True:
-        asked, allowed = time.monotonic(), max(0.1, deadline - time.monotonic())
         try:
-            answer = client.list_topics(topic, timeout=allowed)
+            answer = client.list_topics(topic, timeout=max(0.1, deadline - awake.monotonic()))
             break
         except KafkaException as exc:
             error = kafka_error(exc)
             if error is None or error.code() not in (KafkaError._TRANSPORT, KafkaError._TIMED_OUT):
                 raise
-            if overslept(asked, allowed) and pauses < MAX_PAUSES:
-                pauses += 1
-                deadline = time.monotonic() + request_wait(watch)
-                continue
-            if time.monotonic() >= deadline - METADATA_RETRY_S:
+            if awake.monotonic() >= deadline - METADATA_RETRY_S:
                 raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, error.str()) from exc
             # Failed well before the wait was out: a connection that broke, not a cluster that
             # stayed silent. librdkafka closes a connection whose request outlived
@@ -296,24 +283,26 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
     silent for the limit), not an empty answer: a copy that took it for one went on to produce and
     flush, and waited the limit a second time (a micro-batch window whose target died ended after
     42 s, limit 15 s). An error well before that time (a broker's connection dropped) is no
-    proof the cluster is gone: the check is skipped then, as it always was. A request the process
-    was stopped during is asked again, as in topic_metadata."""
+    proof the cluster is gone: the check is skipped then, as it always was. A request whose wait ran
+    out while the process was stopped (awake.py) is asked again."""
     topics = list(topics)
     for pauses in range(MAX_PAUSES + 1):
         timeout = request_wait(watch)
-        started = time.monotonic()
+        started, awake_started = time.monotonic(), awake.monotonic()
         try:
             ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
-        except TimeoutError as exc:
-            if pauses < MAX_PAUSES and overslept(started, timeout):
-                continue
-            raise ClusterUnreachable(
-                watch.alias, watch.bootstrap, watch.limit_s, f"DescribeTopics got no answer in {timeout:.0f}s"
-            ) from exc
-        except KafkaException as exc:
-            if pauses < MAX_PAUSES and overslept(started, timeout):
-                continue
-            if time.monotonic() - started < timeout * 0.9:
+        except (TimeoutError, KafkaException) as exc:
+            ran = awake.monotonic() - awake_started
+            if pauses < MAX_PAUSES and time.monotonic() - started >= timeout and ran < timeout * 0.9:
+                continue  # the wait ran out while the process was stopped
+            if isinstance(exc, TimeoutError):
+                raise ClusterUnreachable(
+                    watch.alias,
+                    watch.bootstrap,
+                    watch.limit_s,
+                    f"DescribeTopics got no answer in {timeout:.0f}s",
+                ) from exc
+            if ran < timeout * 0.9:
                 # Refused early (one broker's connection dropped, as in a leader's failover): the
                 # cluster may well answer through its other brokers; the check is skipped this once.
                 watch.check()
@@ -337,7 +326,7 @@ def init_transactions(producer: Producer, topic: str, watch: ClusterWatch) -> No
 def partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int:
     """Partitions of `topic` on the target. A topic the plan created moments ago may not have
     reached every broker yet (UNKNOWN_TOPIC_OR_PARTITION for a while): wait that out, briefly."""
-    deadline = time.monotonic() + NEW_TOPIC_WAIT_S
+    deadline = awake.monotonic() + NEW_TOPIC_WAIT_S
     while True:
         metadata = topic_metadata(producer, topic, watch)
         if metadata is not None and metadata.error is None and metadata.partitions:
@@ -345,6 +334,6 @@ def partition_count(producer: Producer, topic: str, watch: ClusterWatch) -> int:
         unknown = metadata is None or (
             metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         )
-        if not unknown or time.monotonic() > deadline:
+        if not unknown or awake.monotonic() > deadline:
             raise CopyError(f"topic {topic} is missing on the target cluster: {metadata and metadata.error}")
         time.sleep(0.1)
