@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java kafka chromium demo airflow test bench lint docs docs-serve clean
+.PHONY: setup java kafka chromium spark-cds demo airflow test chaos bench lint docs docs-serve clean
 
 setup: $(STAMP) java kafka chromium
 
@@ -44,8 +44,17 @@ demo: setup
 airflow: setup
 	scripts/airflow-local $(if $(MIRRORFLOW_CONFIG),,--local-clusters)
 
-test: setup
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3
+# The suite's Spark drivers map Spark's classes from an archive recorded once (tests/spark_cds.py).
+spark-cds: setup
+	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m tests.spark_cds
+
+test: setup spark-cds
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3 -m "not chaos"
+
+# The long fault schedules and the long variants of each fault family (docs/development/tests.md):
+# on demand, beside `make test`, which keeps one test of each family.
+chaos: setup spark-cds
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3 -m chaos
 
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/run_all.py

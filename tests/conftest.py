@@ -43,6 +43,7 @@ from xdist.scheduler import LoadGroupScheduling
 from localkafka import LocalKafka, Security
 from localkafka.runtime import JVM_OPTS_ENV
 from localkafka.settings import QUICK_CLUSTER
+from tests import spark_cds
 from tests.client_leaks import leaked_since, running_clients
 
 # Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow,
@@ -57,7 +58,9 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 # suite by 40% and a Spark job's by a third (docs/development/tests.md). Only the JIT level
 # changes; every Kafka setting is the test's own, and a user's environment value wins.
 os.environ.setdefault(JVM_OPTS_ENV, "-XX:TieredStopAtLevel=1")
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# Spark's drivers also map Spark's classes from the archive `make test` records once (tests/spark_cds.py):
+# a driver's start-up is mostly class loading.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f"-XX:TieredStopAtLevel=1 {spark_cds.jvm_options()}".strip())
 
 ALIASES = ("A", "B", "C", "D")
 # QUICK_CLUSTER, and the controller's no-op metadata record every 5 s instead of every 0.5 s

@@ -2,7 +2,7 @@
 
 Kafka compacts only closed segments, closes the active one at an append once it is older than
 `segment.ms`, and looks for dirty logs every `log.cleaner.backoff.ms` (15 s by default; test and
-demo clusters use 100 ms). So `compact` sets quick-compaction configs on the topic, waits past
+demo clusters use 1 s). So `compact` sets quick-compaction configs on the topic, waits past
 `segment.ms`, appends one record per partition (the roll record: it becomes the first record
 of the new active segment and stays in the topic), waits until the cleaner's checkpoint in the
 log dir says everything before it was cleaned (duplicates of a key and aborted transactional

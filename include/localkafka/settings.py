@@ -35,8 +35,9 @@ _SCRAM_UNSAFE = set(',[]"= ')
 #   docker setups use 0;
 # - fewer partitions for __consumer_offsets and __transaction_state make their creation (at the
 #   first group / first transactional producer) and a restart's log recovery quick;
-# - the log cleaner looks for dirty logs every 100 ms instead of 15 s, so compaction on demand
-#   (localkafka.compaction) takes well under a second;
+# - the log cleaner looks for dirty logs every second instead of every 15 s, so compaction on
+#   demand (localkafka.compaction) takes a second or two (every 100 ms, it was a fifth of an idle
+#   broker's CPU, and the suite keeps a dozen brokers idle between tests);
 # - retention is enforced every 500 ms instead of 5 minutes, starting at once instead of 30 s
 #   after start-up (log.initial.task.delay.ms), but by time only where a topic sets retention.ms
 #   (log.retention.ms=-1): fixtures often carry old timestamps, which Kafka's 7-day default would
@@ -46,7 +47,7 @@ QUICK_CLUSTER: dict[str, object] = {
     "group.initial.rebalance.delay.ms": 0,
     "offsets.topic.num.partitions": 5,
     "transaction.state.log.num.partitions": 5,
-    "log.cleaner.backoff.ms": 100,
+    "log.cleaner.backoff.ms": 1000,
     "log.retention.check.interval.ms": 500,
     "log.initial.task.delay.ms": 0,
     "log.retention.ms": -1,

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections import Counter
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -61,6 +62,7 @@ def assert_committed_prefixes(a, b, topic: str, where: str) -> None:
         )
 
 
+@pytest.mark.chaos  # the kill -9 family's `make test` run is test_kill_nine.py's
 def test_kill_nine_inside_shared_transactions_never_duplicates(kafka_clusters, tmp_path) -> None:
     a, b = kafka_clusters(2)
     topic = "many"

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
+import pytest
 from confluent_kafka import IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -475,6 +476,7 @@ def test_exactly_once_after_kill_nine_at_random_moments(kafka_clusters, tmp_path
     )
 
 
+@pytest.mark.chaos  # the at-least-once variant of the exactly-once trials above
 def test_at_least_once_after_kill_nine_loses_nothing_and_duplicates_only_chunks_in_flight(
     kafka_clusters, tmp_path
 ) -> None:

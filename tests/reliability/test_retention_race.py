@@ -71,7 +71,7 @@ class Cutter(threading.Thread):
             self.error = exc
 
 
-@pytest.mark.parametrize("delivery", ["exactly-once", "at-least-once"])
+@pytest.mark.parametrize("delivery", ["exactly-once", pytest.param("at-least-once", marks=pytest.mark.chaos)])
 def test_every_record_is_copied_once_or_counted_lost_whatever_retention_does(
     shared_clusters, unique, delivery
 ) -> None:

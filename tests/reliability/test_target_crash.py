@@ -145,6 +145,7 @@ def test_a_single_node_target_killed_mid_copy_with_kafkas_defaults_ends_exact(lo
         target.stop()
 
 
+@pytest.mark.chaos  # the family's `make test` run is the single-node one above
 def test_a_three_broker_target_killed_mid_copy_with_kafkas_defaults_ends_exact(local_kafka, tmp_path) -> None:
     source = local_kafka()
     target = LocalKafka(tmp_path / "target", brokers=3)
