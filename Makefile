@@ -49,12 +49,12 @@ spark-cds: setup
 	@PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m tests.spark_cds
 
 test: setup spark-cds
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3 -m "not chaos"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 4 -m "not chaos"
 
 # The long fault schedules and the long variants of each fault family (docs/development/tests.md):
 # on demand, beside `make test`, which keeps one test of each family.
 chaos: setup spark-cds
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 3 -m chaos
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m pytest -n 4 -m chaos
 
 bench: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) benchmarks/run_all.py

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
@@ -45,6 +45,7 @@ from localkafka.runtime import JVM_OPTS_ENV
 from localkafka.settings import QUICK_CLUSTER
 from tests import spark_cds
 from tests.client_leaks import leaked_since, running_clients
+from tests.integration.wire import list_transactions
 
 # Airflow writes its home (config, SQLite DB, logs) on import; keep it out of the user's ~/airflow,
 # in a directory of this test process that goes when the process does.
@@ -113,8 +114,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+def end_open_transactions(bootstrap: str, timeout: float = 30.0) -> None:
+    """End every transaction the cluster still has open (a run an earlier test killed or froze
+    left it), before its topics go. Its coordinator would otherwise end it later into whatever
+    partitions then carry those names: an abort marker at the start of a topic a later test
+    created under the same name shifted that test's offsets by one."""
+    ongoing = [t for t, state in list_transactions(bootstrap, ("Ongoing",)).items() if state == "Ongoing"]
+    for transactional_id in ongoing:
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "log_level": 3}
+        )
+        try:
+            producer.init_transactions(timeout)  # fences the old producer: its transaction is aborted
+        finally:
+            producer.flush(0)
+            del producer
+    deadline = time.monotonic() + timeout
+    while list_transactions(bootstrap, OPEN_STATES):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"transactions on {bootstrap} stayed open: {list_transactions(bootstrap, OPEN_STATES)}"
+            )
+        time.sleep(0.1)
+
+
 def empty_cluster(bootstrap: str, timeout: float = 30.0) -> None:
-    """Delete every topic (but Kafka's own), consumer group and ACL, and wait until they are gone."""
+    """End open transactions, delete every topic (but Kafka's own), consumer group and ACL, and
+    wait until they are gone."""
+    end_open_transactions(bootstrap, timeout)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     topics = [t for t in admin.list_topics(timeout=timeout).topics if not t.startswith("__")]
     if topics:

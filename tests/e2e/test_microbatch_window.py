@@ -22,10 +22,11 @@ from ..reliability.test_kill_nine import MIRRORFLOW
 
 SEED = 4_077
 PARTITIONS = 4
+WINDOW_S = 90
 FLOW = (
     "A->B.topics = steady\ntasks.max = 2\nemit.heartbeats.enabled = false\n"
     "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 250\n"
-    "mirrorflow.microbatch.window.seconds = 90\n"
+    f"mirrorflow.microbatch.window.seconds = {WINDOW_S}\n"
 )
 # The window's length counts from its plan, and Spark's start-up on a loaded machine took more than
 # 20 s: a window that short was over before its tasks began. The test does not wait for the end
@@ -52,7 +53,8 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     )
     dag.start()
     try:
-        deadline = time.monotonic() + 240
+        started = time.monotonic()
+        deadline = started + 240  # the Spark application's start on a loaded machine, and a first batch
         while not _copied(b):
             assert dag.is_alive() and time.monotonic() < deadline, "the Spark window did not copy: " + (
                 outcome[0].log[-4000:] if outcome else "the DAG run is still going"
@@ -63,10 +65,10 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
         killed = _kill_executor(app["id"])
         copied = _copied(b)
         # The window's tasks run again on the executor the cluster starts in the killed one's
-        # place; they copy until the next window takes over (the window's end plus its wait for
-        # the next: 90 s + 90 s after the plan), however long the new executor takes to start.
+        # place; they copy until the next window takes over, or until the window's end plus its
+        # wait for the next (twice the window's length from its plan, made after `started`).
         while _copied(b) <= copied + 300:  # a second of the producer's records, after the kill
-            assert dag.is_alive() and time.monotonic() < deadline + 120, (
+            assert dag.is_alive() and time.monotonic() < started + 2 * WINDOW_S, (
                 "the window did not copy again after its executor was killed: "
                 + (outcome[0].log[-4000:] if outcome else "the DAG run is still going")
                 + _executor_logs(spark, app["id"])

@@ -166,3 +166,23 @@ def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, st
         bootstrap, topic, [{"value": v.encode(), "partition": i % partitions} for i, v in enumerate(payloads)]
     )
     return payloads
+
+
+def target_offset_of(bootstrap: str, topic: str, partition: int, payload: str) -> int:
+    """Where the copy of the record with `payload` is on the target. Not its source offset: a
+    remote topic can start with other offsets, such as the abort marker Kafka writes into a topic
+    created again under the name of one an open transaction had written (its coordinator ends
+    that transaction into whatever partition has the name now)."""
+    consumer = group_consumer(bootstrap, f"locate-{topic}-{partition}")
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, f"no copy of {payload!r} in {topic}-{partition}"
+            if message.error():
+                assert message.error().code() != KafkaError._PARTITION_EOF, f"no copy of {payload!r}"
+                raise KafkaException(message.error())
+            if (message.value() or b"").decode() == payload:
+                return message.offset()
+    finally:
+        consumer.close()

@@ -9,6 +9,9 @@ brokers before 3.6). A test sends InitProducerId for a transactional.id to learn
 epoch its writer gets, then a Produce request with a transactional batch of that id: the
 partition then holds an open transaction of that producer id that no coordinator will end.
 
+And ListTransactions, which confluent-kafka's AdminClient lacks: the suite ends the transactions
+earlier tests left open before it deletes their topics (tests/conftest.py).
+
 Single-node clusters only (the node is every coordinator and every leader).
 """
 
@@ -96,9 +99,12 @@ class Wire:
         self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.correlation = 0
 
-    def request(self, api_key: int, version: int, body: bytes) -> bytes:
+    def request(self, api_key: int, version: int, body: bytes, *, flexible: bool = False) -> bytes:
+        """The response after its correlation id (a flexible response's header tags included)."""
         self.correlation += 1
         header = struct.pack(">hhi", api_key, version, self.correlation) + _string("mirrorflow-test")
+        if flexible:
+            header += b"\x00"  # request header v2: no tagged fields
         message = header + body
         self.sock.sendall(struct.pack(">i", len(message)) + message)
         size = struct.unpack(">i", self._read(4))[0]
@@ -120,6 +126,71 @@ class Wire:
 
 
 COORDINATOR_NOT_READY = (14, 15, 16)  # load in progress, not available, not coordinator
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _read_uvarint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _read_compact_string(data: bytes, at: int) -> tuple[str, int]:
+    length, at = _read_uvarint(data, at)
+    return data[at : at + length - 1].decode(), at + length - 1
+
+
+def _skip_tags(data: bytes, at: int) -> int:
+    count, at = _read_uvarint(data, at)
+    for _ in range(count):
+        _, at = _read_uvarint(data, at)
+        size, at = _read_uvarint(data, at)
+        at += size
+    return at
+
+
+def list_transactions(bootstrap: str, states: Sequence[str]) -> dict[str, str]:
+    """Transactional id -> state of every transaction the node coordinates in one of `states`
+    ("Ongoing", "PrepareCommit", "PrepareAbort", ...): ListTransactions v0, a flexible request."""
+    body = _uvarint(len(states) + 1)
+    for state in states:
+        body += _uvarint(len(state) + 1) + state.encode()
+    body += _uvarint(1) + b"\x00"  # no producer id filter; no tagged fields
+    wire = Wire(bootstrap)
+    try:
+        response = wire.request(66, 0, body, flexible=True)
+    finally:
+        wire.close()
+    at = _skip_tags(response, 0)  # the response header's tagged fields
+    _, error = struct.unpack(">ih", response[at : at + 6])
+    if error:
+        raise RuntimeError(f"ListTransactions failed with error code {error}")
+    at += 6
+    unknown, at = _read_uvarint(response, at)
+    for _ in range(max(0, unknown - 1)):
+        _, at = _read_compact_string(response, at)
+    count, at = _read_uvarint(response, at)
+    found = {}
+    for _ in range(max(0, count - 1)):
+        transactional_id, at = _read_compact_string(response, at)
+        at += 8  # producer id
+        state, at = _read_compact_string(response, at)
+        at = _skip_tags(response, at)
+        found[transactional_id] = state
+    return found
 
 
 def init_producer_id(bootstrap: str, transactional_id: str, timeout_ms: int = 60000) -> tuple[int, int]:
