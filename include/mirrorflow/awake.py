@@ -59,11 +59,6 @@ class _Clock:
         with self.lock:
             return now - self.paused - self._gap(now)
 
-    def paused_total(self) -> float:
-        self.ensure_ticking()
-        with self.lock:
-            return self.paused + self._gap(time.monotonic())
-
 
 _CLOCK = _Clock()
 
@@ -71,8 +66,3 @@ _CLOCK = _Clock()
 def monotonic() -> float:
     """Seconds on a monotonic clock that stands still while the process is stopped."""
     return _CLOCK.now()
-
-
-def paused_seconds() -> float:
-    """How long this process has been stopped in all, as far as the clock could tell."""
-    return _CLOCK.paused_total()

@@ -157,11 +157,13 @@ class WindowTask:
         settings = self.settings
         if not self.held or settings.handover_s == 0 or not settings.over():
             return
+        held = sorted(self.held)
+        slots = ", ".join(map(str, held[:8])) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
         raise WindowFailed(
             f"task {self.assignment.index} of the window of {self.assignment.flow} started at "
             f"{clock(int(time.time() * 1000))}, after the window and its wait for the next window were over "
             f"({clock(settings.ends_ms + int(settings.handover_s * 1000))}), and no newer window has taken "
-            f"its writer slots {sorted(self.held)}: their partitions are not being copied. The next window "
+            f"its writer slots ({slots}): their partitions are not being copied. The next window "
             "copies them from their committed progress; if none is running, unpause or trigger the flow's "
             "replicate DAG"
         )
