@@ -49,7 +49,7 @@ from mirrorflow.control.translation.rule import (
 )
 from mirrorflow.control.translation.sync_index import flow_sync_index
 from mirrorflow.kafka import KafkaCallError, admin_client, topic_ids
-from mirrorflow.replicate.progress import read_progress, read_progress_entries
+from mirrorflow.replicate.progress import read_progress, read_progress_entries, split_incarnation
 
 
 class Translator:
@@ -131,7 +131,10 @@ class Translator:
         self._asked_ids.update((side, t) for t in new)
         if not new:
             return {}
-        return topic_ids(self._admin(side), new)
+        try:
+            return topic_ids(self._admin(side), new, answered=True)
+        except (TimeoutError, KafkaException):
+            return {}  # unanswered: their partitions are not translated this pass (_measure)
 
     def _admin(self, side: str) -> AdminClient:
         """One admin client per cluster for the pass's batched calls."""
@@ -201,6 +204,21 @@ class Translator:
             return None
         stored = self.stored.get(key)
         source_id, remote_id = self._source_ids.get(topic, ""), self._remote_ids.get(remote, "")
+        copied_source, copied_remote, _ = split_incarnation(stored.incarnation if stored else "")
+        if (copied_source and not source_id) or (copied_remote and not remote_id):
+            # Fails closed: a topic missing now, or ids the cluster did not give, could hide a
+            # topic created again, whose offsets the old topic's syncs would misplace.
+            side = (
+                f"{topic} on {self.flow.source}"
+                if copied_source and not source_id
+                else f"{remote} on {self.flow.target}"
+            )
+            self.reasons[key] = (
+                f"the topic id of {side} could not be read now (the topic is missing, or the cluster did "
+                f"not answer), so whether it is still the topic {self.flow.name} copied cannot be told; "
+                "translated again by the next pass"
+            )
+            return None
         syncs = current_syncs(self.syncs, topic, partition, source_id, remote_id, stored)
         if syncs == Recreated.SOURCE:
             self.reasons[key] = (
