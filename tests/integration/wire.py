@@ -22,6 +22,8 @@ import struct
 import time
 from collections.abc import Sequence
 
+Headers = Sequence[tuple[str, bytes | None]]
+
 _CRC32C_TABLE = []
 for _n in range(256):
     _c = _n
@@ -64,15 +66,19 @@ def record_batch(
     producer_id: int,
     epoch: int,
     base_sequence: int,
-    records: Sequence[tuple[bytes | None, bytes | None]],
+    records: Sequence[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]],
     timestamp_ms: int,
     *,
     transactional: bool = True,
 ) -> bytes:
-    """A v2 record batch of (key, value) records without headers."""
+    """A v2 record batch of (key, value) or (key, value, headers) records."""
     body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        record = b"\x00" + _varint(0) + _varint(delta) + _bytes_field(key) + _bytes_field(value) + _varint(0)
+    for delta, (key, value, *rest) in enumerate(records):
+        headers: Headers = rest[0] if rest else []
+        record = b"\x00" + _varint(0) + _varint(delta) + _bytes_field(key) + _bytes_field(value)
+        record += _varint(len(headers))
+        for name, header in headers:
+            record += _bytes_field(name.encode()) + _bytes_field(header)
         body += _varint(len(record)) + record
     attributes = 0x10 if transactional else 0
     after_crc = struct.pack(
@@ -249,7 +255,7 @@ def forge_hanging_transaction(
     transactional_id: str,
     topic: str,
     partition: int,
-    records: Sequence[tuple[bytes | None, bytes | None]],
+    records: Sequence[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]],
     timestamp_ms: int,
 ) -> int:
     """Leave a transaction of `transactional_id`'s producer id open in `topic`-`partition`, one

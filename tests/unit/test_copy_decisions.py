@@ -11,6 +11,7 @@ from mirrorflow.replicate.copy import CopyJob, SharedClients, StalePlan
 from mirrorflow.replicate.copy.calls import COPY_LINGER_MS, is_fencing, producer_config
 from mirrorflow.replicate.copy.job import SETTLE_MARGIN_S
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
+from mirrorflow.replicate.copy.writer import SlotWriter
 from mirrorflow.replicate.plan import PartitionSpan
 from mirrorflow.replicate.progress import Stored, incarnation
 
@@ -85,7 +86,12 @@ def test_progress_without_topic_ids_is_compared_by_offset_as_before() -> None:
 def test_a_span_whose_topics_were_recreated_since_the_plan_is_stale() -> None:
     planned = span(0, 10, incarnation=incarnation(S1, R1))
     check_live(planned, {"orders": S1}, {"A.orders": R1})
-    check_live(planned, {}, {})  # ids not known: nothing to compare
+    check_live(span(0, 10), {}, {})  # the plan knew no ids: nothing to compare
+    # A topic missing now (deleted, or being created again) fails closed, on either side.
+    with pytest.raises(StalePlan, match="source topic orders is not there now"):
+        check_live(planned, {}, {"A.orders": R1})
+    with pytest.raises(StalePlan, match="remote topic A.orders is not there now"):
+        check_live(planned, {"orders": S1}, {})
     with pytest.raises(StalePlan, match="source topic orders was deleted and created again"):
         check_live(planned, {"orders": S2}, {"A.orders": R1})
     with pytest.raises(StalePlan, match="remote topic A.orders was deleted and created again"):
@@ -125,7 +131,7 @@ def test_a_settle_waits_longer_than_any_live_transaction_of_the_flow_can_stay_op
     """A sibling copy's transaction may stay open up to transaction.timeout.ms; only past that
     (and the broker's check for timed-out transactions) is a transaction hanging."""
     with SharedClients(job(**{"transaction.timeout.ms": timeout_ms})) as shared:
-        shared.writer(7)
+        shared.writer(7, SlotWriter)
         assert shared.progress.timeout_s >= timeout_ms / 1000 + SETTLE_MARGIN_S
 
 

@@ -118,6 +118,8 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
                 clients.source_consumer,
                 clients.target_consumer,
                 lambda topic: flow.policy.format_remote_topic(flow.source, topic),
+                source=flow.source,
+                target=flow.target,
             ),
         )
     finally:

@@ -22,7 +22,8 @@ Each module decides one thing:
 
 from mirrorflow.replicate.copy.calls import CONSUMER_DEFAULTS, source_consumer_config
 from mirrorflow.replicate.copy.chunk import feed_runs
-from mirrorflow.replicate.copy.clients import SharedClients, stats
+from mirrorflow.replicate.copy.clients import SharedClients
+from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.engine import SLOT_THREADS, CopyWorker, copy_slice
 from mirrorflow.replicate.copy.ids import (
     partition_transactional_id,

@@ -282,18 +282,23 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
     METADATA_FLOOR_S. No answer in that time is ClusterUnreachable (the cluster has then been
     silent for the limit), not an empty answer: a copy that took it for one went on to produce and
     flush, and waited the limit a second time (a micro-batch window whose target died ended after
-    42 s, limit 15 s). An error well before that time (a broker's connection dropped) is no
-    proof the cluster is gone: the check is skipped then, as it always was. A request whose wait ran
-    out while the process was stopped (awake.py) is asked again."""
+    42 s, limit 15 s). An error well before that time (a broker's connection dropped, as in a
+    leader's failover) is no proof the cluster is gone: the cluster is asked again until that time
+    is up, and never skipped (a check that passes unanswered copies a recreated topic as the old
+    one). A request whose wait ran out while the process was stopped (awake.py) is asked again."""
     topics = list(topics)
-    for pauses in range(MAX_PAUSES + 1):
-        timeout = request_wait(watch)
+    pauses = 0
+    deadline = awake.monotonic() + request_wait(watch)
+    while True:
+        timeout = max(METADATA_RETRY_S, deadline - awake.monotonic())
         started, awake_started = time.monotonic(), awake.monotonic()
         try:
             ids = topic_ids(admin, topics, timeout_s=timeout, answered=True)
         except (TimeoutError, KafkaException) as exc:
             ran = awake.monotonic() - awake_started
             if pauses < MAX_PAUSES and time.monotonic() - started >= timeout and ran < timeout * 0.9:
+                pauses += 1
+                deadline = awake.monotonic() + request_wait(watch)
                 continue  # the wait ran out while the process was stopped
             if isinstance(exc, TimeoutError):
                 raise ClusterUnreachable(
@@ -302,15 +307,13 @@ def described_topic_ids(admin: AdminClient, topics: Iterable[str], watch: Cluste
                     watch.limit_s,
                     f"DescribeTopics got no answer in {timeout:.0f}s",
                 ) from exc
-            if ran < timeout * 0.9:
-                # Refused early (one broker's connection dropped, as in a leader's failover): the
-                # cluster may well answer through its other brokers; the check is skipped this once.
+            if awake.monotonic() + METADATA_RETRY_S < deadline:
                 watch.check()
-                return {}
+                time.sleep(METADATA_RETRY_S)
+                continue
             raise ClusterUnreachable(watch.alias, watch.bootstrap, watch.limit_s, describe(exc)) from exc
         watch.alive()
         return ids
-    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def init_transactions(producer: Producer, topic: str, watch: ClusterWatch) -> None:

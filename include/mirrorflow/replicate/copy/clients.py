@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -33,6 +34,7 @@ from mirrorflow.replicate.copy.calls import (
     source_consumer_config,
     watches,
 )
+from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.held_syncs import SYNC_WAIT_S, HeldSyncs
 from mirrorflow.replicate.copy.job import CopyJob, UnitResult, settle_timeout_s
 from mirrorflow.replicate.plan import PartitionSpan
@@ -65,25 +67,6 @@ class Throttle:
             wait = self._free_at - now - self.BURST_S
         if wait > 0:
             time.sleep(wait)
-
-
-class Stats:
-    """Client set-ups this process made for copies (tests and benchmarks read them)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.source_consumers_created = 0
-        self.writers_opened = 0
-        self.older_writers_fenced = 0
-        self.transactions_swept = 0
-        self.topic_id_checks = 0
-
-    def add(self, name: str, count: int = 1) -> None:
-        with self._lock:
-            setattr(self, name, getattr(self, name) + count)
-
-
-stats = Stats()
 
 
 class PooledConsumer:
@@ -123,8 +106,6 @@ class _LiveIds:
 
 class SharedClients:
     def __init__(self, job: CopyJob, *, keep_writers: bool = False) -> None:
-        from mirrorflow.replicate.copy.writer import SlotWriter
-
         self.job = job
         self.keep_writers = keep_writers
         """Slot writers stay open after a slot's copy (a worker copying range after range), or
@@ -136,8 +117,7 @@ class SharedClients:
             timeout_s=settle_timeout_s(job.target_producer),
         )
         self.progress_partitions: int | None = None
-        self._writer_class = SlotWriter
-        self._writers: dict[int, SlotWriter] = {}
+        self._writers: dict[int, Any] = {}
         self._sync_producer: Producer | None = None
         self._sync_watch: ClusterWatch | None = None
         self._lock = threading.Lock()
@@ -163,12 +143,13 @@ class SharedClients:
         """Source-side offset-syncs of committed copies, sent once their records are visible."""
 
     # -- writers -------------------------------------------------------------------------------
-    def writer(self, slot: int):  # -> SlotWriter (imported lazily: writer.py uses this module)
-        """The worker's writer of `slot`, kept from range to range."""
+    def writer(self, slot: int, make: Callable[[CopyJob, int, SharedClients], Any]) -> Any:
+        """The worker's writer of `slot` (a writer.SlotWriter, made by `make` the first time),
+        kept from range to range."""
         with self._lock:
             found = self._writers.get(slot)
             if found is None:
-                found = self._writers[slot] = self._writer_class(self.job, slot, self)
+                found = self._writers[slot] = make(self.job, slot, self)
             return found
 
     def release(self, slot: int) -> None:
@@ -372,4 +353,4 @@ def close_quietly(consumer: Consumer) -> None:
         consumer.close()
 
 
-__all__ = ["CONSUMER_DEFAULTS", "SharedClients", "PooledConsumer", "stats"]
+__all__ = ["CONSUMER_DEFAULTS", "SharedClients", "PooledConsumer"]

@@ -37,18 +37,17 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaException, Producer
 
-from mirrorflow.kafka import ClusterWatch, KafkaCallError, reader
+from mirrorflow.kafka import ClusterWatch, KafkaCallError
 from mirrorflow.kafka_offsets import consumer_offsets
-from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.replicate.copy.calls import abort, flush_all
-from mirrorflow.replicate.copy.clients import stats
+from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.job import CopyError
+from mirrorflow.replicate.copy.recovery import SWEEP_CONNECTOR, SWEEP_HEADER
 
-SWEEP_HEADER = "mirrorflow.sweep"
 SWEEP_KEY = b"mirrorflow.sweep"
-SWEEP_CONNECTOR = "mirrorflow-sweep"
 CLOSE_WAIT_S = 10.0
 """How long a sweep's abort marker may take to show in the last stable offset."""
 
@@ -127,41 +126,6 @@ def progress_sweep_records(
     takes one for progress even when it reads uncommitted records."""
     key = SourceOffsetKey(cluster=source, topic="mirrorflow.sweep", partition=slot, connector=SWEEP_CONNECTOR)
     return {where: (key.key_bytes(), None) for where in stuck}
-
-
-def first_open_record(
-    config: Mapping[str, object], where: Where, offset: int, timeout_s: float = 10.0
-) -> Message | None:
-    """The record at `offset` as a read_uncommitted reader sees it (the first of the open
-    transaction that starts there), or None when it cannot be read in time."""
-    consumer = reader(config, isolation="read_uncommitted")
-    try:
-        consumer.assign([TopicPartition(where[0], where[1], offset)])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is None:
-                return message
-            if message.offset() > offset:
-                return None
-        return None
-    finally:
-        with contextlib.suppress(KafkaException, RuntimeError):
-            consumer.close()
-
-
-def progress_owner(message: Message, source: str) -> Where | None:
-    """The source partition whose progress record (or a sweep record of whose slot) opens a
-    transaction in a progress partition; None when it is not this flow's."""
-    try:
-        key = SourceOffsetKey.decode(message.key())
-    except ConnectOffsetFormatError:
-        return None
-    if key.cluster != source:
-        return None
-    return key.topic, key.partition
 
 
 def unresolved(

@@ -8,7 +8,9 @@ good. The slot writer that meets one at its settle ends it here, and so does the
 run, which reads all of the flow's progress before anything copies: the first record of the open
 transaction names the source partition whose progress it is, hence the writer slot (or the older
 per-partition id) that wrote it, and a transaction of that id that writes a sweep record and
-aborts ends it. What no id of the flow can end stops with Kafka's command (hanging.unresolved).
+aborts ends it. Every key of that slot in the open range is the same transaction's, and each
+whose copy had committed is written again after the abort (recovery.py decides which). What no
+id of the flow can end stops with Kafka's command (hanging.unresolved).
 
 Opening a producer with a slot's id fences that slot's live writer, if a run has one: the
 writer stops and the run that opened it reports the slot's partitions fenced, losing nothing
@@ -25,7 +27,7 @@ from confluent_kafka import KafkaError, Producer
 
 from mirrorflow.kafka import ClusterWatch
 from mirrorflow.mm2.connect_offsets import decode_offset_value
-from mirrorflow.replicate.copy import hanging
+from mirrorflow.replicate.copy import hanging, recovery
 from mirrorflow.replicate.copy.calls import (
     drop,
     flush_all,
@@ -36,7 +38,6 @@ from mirrorflow.replicate.copy.calls import (
 )
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.landed import Landed
-from mirrorflow.replicate.plan import writer_slot
 
 log = logging.getLogger("mirrorflow.replicate.copy")
 
@@ -83,39 +84,47 @@ def end_hanging_progress(
     ends. `own` is the caller's (transactional.id, producer), used instead of a new producer
     with that id (which would fence the caller).
 
-    `landed` (copy/landed.py) tells whether the open progress record's copy had been committed
-    in its remote partition (a restarted broker can drop a commit's marker in one partition and
-    keep it in another): then the record is written again, committed, once the abort has ended
-    it; when that cannot be told the transaction is left open and reported, never aborted."""
+    The open transaction may hold the progress of several source partitions (a shared
+    transaction whose keys hash to one progress partition: recovery.held_progress finds them
+    all). `landed` (copy/landed.py) tells, for each, whether its copy had been committed in its
+    remote partition (a restarted broker can drop a commit's marker in one partition and keep it
+    in another): those records are written again, committed, once the abort has ended the
+    transaction; when that cannot be told for any of them the transaction is left open and
+    reported, never aborted."""
     left: dict[hanging.Where, int] = {}
+    highs = hanging.end_offsets(ends, [(progress_topic, p) for p in stuck], watch.limit_s)
     for partition, offset in stuck.items():
         where = (progress_topic, partition)
-        record = hanging.first_open_record(target_consumer, where, offset)
-        owner = None if record is None else hanging.progress_owner(record, source)
-        if owner is None or record is None:
+        held = recovery.held_progress(target_consumer, where, offset, highs[where][1], source)
+        if held is None:
             left[where] = offset
             continue
-        restore = None
-        if landed is not None:
+        restore: list[tuple[bytes | None, bytes | None]] = []
+        untold: list[hanging.Where] = []
+        for owner, record in sorted(held.records.items()):
+            if landed is None:
+                continue
             copied = decode_offset_value(record.value())
             verdict = None if copied is None else landed(owner[0], owner[1], copied)
             if verdict is None:
-                log.warning(
-                    "%s-%d: a transaction hangs there from offset %d (progress of %s-%d); whether its "
-                    "records were committed on the target cannot be told, so it is not ended",
-                    progress_topic,
-                    partition,
-                    offset,
-                    owner[0],
-                    owner[1],
-                )
-                left[where] = offset
-                continue
-            if verdict:
-                restore = (record.key(), record.value())
-        slot = writer_slot(*owner)
+                untold.append(owner)
+            elif verdict:
+                restore.append((record.key(), record.value()))
+        if untold:
+            log.warning(
+                "%s-%d: a transaction hangs there from offset %d (progress of %s); whether its "
+                "records were committed on the target cannot be told, so it is not ended",
+                progress_topic,
+                partition,
+                offset,
+                ", ".join(f"{t}-{p}" for t, p in untold),
+            )
+            left[where] = offset
+            continue
+        slot = held.slot
         candidates = [slot_transactional_id(source, target, slot)]
-        candidates += older_ids(source, target, owner[0], owner[1], 0)
+        if held.first is not None:
+            candidates += older_ids(source, target, held.first[0], held.first[1], 0)
         for transactional in candidates:
             mine = own is not None and own[0] == transactional
             producer = (
@@ -124,24 +133,23 @@ def end_hanging_progress(
             try:
                 hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
                 ended = not hanging.await_closed(ends, {where: offset})
-                if ended and restore is not None:
+                if ended and restore:
                     _write_again(producer, where, restore, watch)
             finally:
                 if not mine:
                     drop(producer)
             if ended:
                 log.warning(
-                    "%s-%d: ended the transaction hanging there from offset %d (progress of %s-%d, "
+                    "%s-%d: ended the transaction hanging there from offset %d (progress of %s, "
                     "transactional.id %s)%s",
                     progress_topic,
                     partition,
                     offset,
-                    owner[0],
-                    owner[1],
+                    ", ".join(f"{t}-{p}" for t, p in sorted(held.records)) or "none",
                     transactional,
-                    "; its records were committed on the target (the broker had dropped its commit "
-                    "marker here), so its progress was written again"
-                    if restore is not None
+                    f"; the records of {len(restore)} of them were committed on the target (the broker "
+                    "had dropped the commit marker here), so their progress was written again"
+                    if restore
                     else "",
                 )
                 break
@@ -160,11 +168,14 @@ def end_hanging_progress(
 
 
 def _write_again(
-    producer: Producer, where: hanging.Where, record: tuple[bytes | None, bytes | None], watch: ClusterWatch
+    producer: Producer,
+    where: hanging.Where,
+    records: list[tuple[bytes | None, bytes | None]],
+    watch: ClusterWatch,
 ) -> None:
-    """The progress record of a transaction that had committed its copy, committed again."""
-    key, value = record
+    """The progress records of a transaction that had committed their copies, committed again."""
     producer.begin_transaction()
-    producer.produce(where[0], value, key, where[1])
+    for key, value in records:
+        producer.produce(where[0], value, key, where[1])
     flush_all(producer, watch, "progress records")
     retrying(producer.commit_transaction, watch, "commit_transaction")

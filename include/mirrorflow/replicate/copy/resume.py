@@ -90,6 +90,18 @@ def check_live(span: PartitionSpan, source_ids: Mapping[str, str], remote_ids: M
     topic's offsets as the old one's, or write into a remote topic the plan never saw."""
     planned_source, planned_remote = topic_ids(span.incarnation)
     live_source, live_remote = source_ids.get(span.topic, ""), remote_ids.get(span.remote_topic, "")
+    for planned, live, topic, side in (
+        (planned_source, live_source, span.topic, "source"),
+        (planned_remote, live_remote, span.remote_topic, "remote"),
+    ):
+        if planned and not live:
+            # Fails closed: a topic missing now may be one being created again, which the copy
+            # would take for the plan's.
+            raise StalePlan(
+                f"{side} topic {topic} is not there now (it was, with topic id {planned}, when this run "
+                f"planned): deleted since, or being created again; {span.topic}-{span.partition} is not "
+                "copied: the next run plans it anew"
+            )
     if planned_source and live_source and planned_source != live_source:
         raise StalePlan(
             f"source topic {span.topic} was deleted and created again after this run's plan (topic id "

@@ -26,12 +26,13 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy.calls import abort, describe, is_fencing, kafka_error
+from mirrorflow.replicate.copy.calls import abort, describe, kafka_error
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
 from mirrorflow.replicate.copy.reader import SourceReader
 from mirrorflow.replicate.copy.refusal import REFUSAL_STEPS, RecordRefused
+from mirrorflow.replicate.copy.remote_clear import ensure_clear
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
 from mirrorflow.replicate.copy.transaction import ForeignWriter, Interleaved, transact
 from mirrorflow.replicate.copy.writer import SlotWriter
@@ -44,6 +45,8 @@ SMALL_SPAN = 10_000
 worker copies one at a time (see SharedClients.large), beside any number of small ones."""
 GROUP_PARTITIONS = 32
 ATTEMPTS = 3
+LIVE_RECHECK_S = 60.0
+"""How long a slot's copy goes on before it asks again whether its topics are the plan's."""
 
 log = logging.getLogger("mirrorflow.replicate.copy")
 
@@ -59,7 +62,7 @@ def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClien
     copies = [PartitionCopy(job, span, UnitResult.for_span(span)) for span in spans]
     slot = slots.pop()
     try:
-        _SlotCopy(job, copies, shared, shared.writer(slot)).run()
+        _SlotCopy(job, copies, shared, shared.writer(slot, SlotWriter)).run()
     finally:
         shared.release(slot)
     return [c.result for c in copies]
@@ -75,6 +78,7 @@ class _SlotCopy:
         self.alone: set[int] = set()
         self.started = {id(c): time.monotonic() for c in copies}
         self.watches: tuple[ClusterWatch, ClusterWatch] = shared.watches
+        self.live_checked, self.recheck = 0.0, False
 
     def run(self) -> None:
         try:
@@ -89,6 +93,11 @@ class _SlotCopy:
                 pending = [c for c in self.copies if not c.done]
                 if not pending or self._stopped(pending):
                     break
+                if self.recheck or time.monotonic() - self.live_checked > LIVE_RECHECK_S:
+                    # Each opening of the writer (a retry) and each minute of a long copy asks
+                    # again: a topic deleted and created again meanwhile is never copied as the old.
+                    self._check_live()
+                    continue
                 if not self._open(pending):
                     continue
                 ready = [c for c in pending if not c.done]
@@ -105,22 +114,34 @@ class _SlotCopy:
 
     # -- before anything is written -----------------------------------------------------------
     def _check_live(self) -> None:
-        """Spans whose topics were deleted and created again since the plan are not copied."""
-        spans = [c.span for c in self.copies]
+        """Spans whose topics were deleted and created again since the plan are not copied, nor
+        are those whose topic ids cannot be read now (fails closed)."""
+        self.live_checked, self.recheck = time.monotonic(), False
+        copies = [c for c in self.copies if not c.done]
+        spans = [c.span for c in copies]
+        if not spans:
+            return
         try:
             source_ids, remote_ids = self.shared.live_topic_ids(
                 {s.topic for s in spans}, {s.remote_topic for s in spans}
             )
         except ClusterUnreachable as exc:
             # Silent for the limit: nothing of the slot is copied (as _failed does for a batch).
-            for copy in self.copies:
+            for copy in copies:
                 copy.result.unreachable = exc.alias
                 self._fail(copy, str(exc))
-            self.shared.unreachable = self.copies[0].result
+            self.shared.unreachable = copies[0].result
             return
-        except KafkaException:
-            return  # any other refusal fails the copy itself, with its own cause
-        for copy in self.copies:
+        except KafkaException as exc:
+            for copy in copies:
+                self._fail(
+                    copy,
+                    f"the topic ids of {copy.span.topic} and {copy.span.remote_topic} could not be read "
+                    f"({describe(exc)}): not copied, since a topic deleted and created again since the plan "
+                    "would be copied as the old one; the next run tries again",
+                )
+            return
+        for copy in copies:
             try:
                 check_live(copy.span, source_ids, remote_ids)
             except StalePlan as exc:
@@ -144,10 +165,19 @@ class _SlotCopy:
                     except CopyError as exc:
                         self._fail(copy, str(exc))
             writing = [c for c in pending if not c.done and c.pending > 0]
-            for where, error in self.writer.ensure_clear(writing, target_watch).items():
+            for where, error in ensure_clear(self.writer, writing, target_watch).items():
                 for copy in writing:
                     if (copy.span.remote_topic, copy.span.partition) == where:
                         self._fail(copy, str(error))
+            for copy in writing:
+                start = self.writer.rewound.pop((copy.span.topic, copy.span.partition), None)
+                if start is not None:
+                    # A transaction that had committed lost its marker there, and its abort took
+                    # its records back: they are copied again, even where the plan began after them.
+                    copy.position = start
+                    copy.emitter = DenseSyncEmitter()
+                    copy.result.resumed_from = min(copy.result.resumed_from, start)
+                    copy.result.progress = start - 1
             return True
         except Exception as exc:  # noqa: BLE001 - classified below, as a transaction's failure is
             failure = exc
@@ -264,13 +294,14 @@ class _SlotCopy:
             try:
                 abort(writer.producer, self.watches[1])
             except KafkaException as abort_error:
-                if is_fencing(abort_error, writer.fatal):
+                if writer.is_fenced(abort_error):
                     exc = Fenced(str(exc))
-        fenced = isinstance(exc, Fenced) or is_fencing(exc, writer.fatal)
+        fenced = writer.is_fenced(exc)
         if fenced:
             where = batch[0].span
             writer.take_over(f"{where.topic}-{where.partition}")
         writer.discard(reachable=unreachable != job.target)
+        self.recheck = True
         for copy in batch:
             copy.position = -1
         if fenced:

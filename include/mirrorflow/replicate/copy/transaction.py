@@ -26,7 +26,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
 from mirrorflow.mm2.formats import OffsetSync
-from mirrorflow.replicate.copy.calls import abort, flush_all, is_fencing, is_too_large, kafka_error, retrying
+from mirrorflow.replicate.copy.calls import abort, flush_all, is_too_large, kafka_error, retrying
 from mirrorflow.replicate.copy.chunk import Chunk, PartitionCopy, feed_runs
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.held_syncs import SyncRecords, produce_syncs
@@ -231,7 +231,7 @@ def _commit(
         cause = exc
     # The commit may have happened. Progress says: it holds this transaction's token (every
     # staged record carries it) or not; a newer writer's progress may equal ours in all else.
-    fenced = isinstance(cause, KafkaException) and is_fencing(cause, writer.fatal)
+    fenced = writer.is_fenced(cause)
     keys = [(item.copy.span.topic, item.copy.span.partition) for item in staged]
     try:
         shared.progress.settle(keys)
@@ -246,6 +246,10 @@ def _commit(
                 watch.last_error,
                 message=f"{cause}; the outcome of the commit in flight is read from progress by the next run",
             ) from exc
+        if writer.is_fenced(cause):
+            # Whatever the outcome, the slot is another writer's now: its partitions stop here
+            # (the next run reads the outcome from progress), none goes on alone to open again.
+            raise Fenced(f"{keys[0][0]}-{keys[0][1]}") from cause
         raise CommitUnknown(
             f"committing the transaction failed ({cause}) and its outcome could not be read back ({exc}); "
             "the next run reads it from progress"

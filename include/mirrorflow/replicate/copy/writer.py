@@ -35,16 +35,17 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorflow.kafka import ClusterWatch
-from mirrorflow.replicate.copy import hanging
 from mirrorflow.replicate.copy.calls import (
     ABORT_TIMEOUT_S,
+    FENCED_CODES,
     drop,
     init_transactions,
+    is_fencing,
     partition_count,
     producer_config,
 )
 from mirrorflow.replicate.copy.chunk import PartitionCopy
-from mirrorflow.replicate.copy.clients import stats
+from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob, Fenced
 from mirrorflow.replicate.copy.landed import landed_check
@@ -73,9 +74,11 @@ class SlotWriter:
         self.committed: dict[Where, Stored] = {}
         self.landing: dict[Where, int] = {}
         """Where this writer's next record lands in a remote partition nobody else writes."""
-        self._checked: set[Where] = set()
+        self.checked: set[Where] = set()
         self._settled: set[Where] = set()
         self._older_fenced: set[str] = set()
+        self.rewound: dict[Where, int] = {}
+        """Source partitions whose progress went back (`_rewind`) -> where their copy starts now."""
         self._given: dict[str, str] = {}
         """Source topic -> remote topic of the topics this writer was given (a micro-batch window
         finds new ones after its plan); with the plan's (job.remote_topics, shared by every
@@ -109,6 +112,20 @@ class SlotWriter:
             except (SystemError, RuntimeError):
                 pass
 
+    def is_fenced(self, exc: BaseException | None = None) -> bool:
+        """Whether a newer writer took this slot, learned by any route: a takeover already seen,
+        a fatal error librdkafka reported (by callback or poll) as a fencing, or `exc` itself
+        saying so. Every path that could open the slot's producer again asks this first: a
+        writer fenced once opening again would fence the newer one back. A failure that reads
+        as transient (a commit that timed out) is a fencing when librdkafka learned meanwhile
+        that the writer was fenced."""
+        if self.fenced is not None or isinstance(exc, Fenced):
+            return True
+        self.learn_fatal()
+        if self.fatal is not None and self.fatal.code() in FENCED_CODES:
+            return True
+        return exc is not None and is_fencing(exc, self.fatal)
+
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() and self.fatal is None:
             self.fatal = error
@@ -120,10 +137,15 @@ class SlotWriter:
         """The producer that writes `copies` (the slot's partitions about to be copied), opened
         and their progress settled unless already done; raises Fenced once the slot was taken."""
         self.watch = watch
-        if self.fenced is not None:
-            raise Fenced(self.fenced)
+        if self.is_fenced():
+            first = copies[0].span if copies else None
+            self.take_over("its slot" if first is None else f"{first.topic}-{first.partition}")
+            raise Fenced(self.fenced or "")
         job = self.job
         if self.producer is None:
+            # A fatal error of the producers that went was theirs (the check above took a
+            # fencing for a takeover); this one starts with none.
+            self.fatal = None
             config = producer_config(job, watch, self.transactional_id if job.exactly_once else None)
             config["error_cb"] = self._on_error
             producer = Producer(config)
@@ -142,7 +164,7 @@ class SlotWriter:
             # What the writer committed before is no longer the truth: another writer may have
             # held the slot between the two producers. The settle below reads what holds now.
             self.committed.clear()
-            self._checked.clear()
+            self.checked.clear()
             self._settled.clear()
             self.landing.clear()
             stats.add("writers_opened")
@@ -221,61 +243,17 @@ class SlotWriter:
             ends=self.shared.end_readers(),
             watch=watch,
             own=None if own is None else (self.transactional_id, own),
-            landed=landed_check(job.source_consumer, job.target_consumer, self._remote_topic),
+            landed=landed_check(
+                job.source_consumer,
+                job.target_consumer,
+                self._remote_topic,
+                source=job.source,
+                target=job.target,
+            ),
         )
 
     def _remote_topic(self, topic: str) -> str | None:
         return self.job.remote_topics.get(topic) or self._given.get(topic)
-
-    # -- before writing a remote partition -----------------------------------------------------
-    def ensure_clear(
-        self, copies: Sequence[PartitionCopy], watch: ClusterWatch
-    ) -> dict[Where, hanging.HangingTransaction]:
-        """Check the remote partitions of `copies` not checked since the producer opened: an open
-        transaction there is swept (see hanging.py). Returns the partitions that must not be
-        written, with the reason; notes where this writer's records land in the others."""
-        wanted = sorted({(c.span.remote_topic, c.span.partition) for c in copies} - self._checked)
-        if not wanted:
-            return {}
-        job = self.job
-        ends = self.shared.end_readers()
-        state = hanging.end_offsets(ends, wanted, job.unreachable_timeout_s)
-        stuck = {where: stable for where, (stable, high) in state.items() if stable < high}
-        for where, (stable, high) in state.items():
-            if stable == high:
-                self.landing[where] = high
-        sweeper = self.producer if job.exactly_once else self.fence
-        assert sweeper is not None
-        if stuck:
-            # Before the sweep's abort moves the last stable offset past them: offset-syncs this
-            # worker holds for records of the open transaction must never go out (held_syncs.py).
-            self.shared.syncs.forget(stuck)
-        for _ in range(2):
-            if not stuck:
-                break
-            hanging.sweep(sweeper, hanging.data_sweep_records(stuck), watch)
-            stuck = hanging.await_closed(ends, stuck)
-        by_remote = {(c.span.remote_topic, c.span.partition): c for c in copies}
-        if stuck:
-            # A writer of an older kind still running has its transaction open there: fencing its
-            # id aborts it.
-            for where in stuck:
-                self.fence_older_now(by_remote[where], watch)
-            stuck = hanging.await_closed(ends, stuck)
-        refused: dict[Where, hanging.HangingTransaction] = {}
-        if stuck:
-            # Whoever's it is, this flow cannot end it, and records written behind it stay
-            # invisible to read_committed readers until someone does.
-            error = hanging.unresolved(
-                stuck,
-                str(job.target_producer.get("bootstrap.servers", "")),
-                hanging.leaders(ends[0], stuck),
-                "no writer of this flow can end (another producer's, or its abort markers were lost)",
-            )
-            refused = {where: error for where in stuck}
-        clear = [where for where in wanted if where not in refused]
-        self._checked.update(clear)
-        return refused
 
     # -- after a failure, and at the end ------------------------------------------------------
     def discard(self, *, reachable: bool) -> None:
