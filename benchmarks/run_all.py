@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # Arguments a script gets when run from here, by file stem; unlisted scripts run with none.
-ARGUMENTS: dict[str, tuple[str, ...]] = {}
+ARGUMENTS: dict[str, tuple[str, ...]] = {"chaos": ("--minutes", "3")}
 
 
 def discover() -> list[Path]:
