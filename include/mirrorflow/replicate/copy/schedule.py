@@ -309,8 +309,9 @@ class _SlotCopy:
                 self._fail(
                     copy,
                     f"fenced: another writer took over {copy.span.topic}-{copy.span.partition} (a newer attempt or "
-                    "a concurrent run of this flow), or the broker aborted a transaction of this copy that "
-                    "outlived the producer's transaction.timeout.ms",
+                    "a concurrent run of this flow, or a worker of this flow that ended a transaction left open "
+                    "with the slot's id), or the broker aborted a transaction of this copy that outlived the "
+                    "producer's transaction.timeout.ms; nothing is lost, the next run copies on from progress",
                 )
             return
         if unreachable is not None:
