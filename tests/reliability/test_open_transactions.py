@@ -32,10 +32,10 @@ from ..integration.kafkatools import create_topics, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 from ..integration.test_replicate_scenarios import mirror_config, run_once
 from ..integration.wire import forge_hanging_transaction
+from .test_hanging_transactions import UNVERIFIED
 
 pytestmark = pytest.mark.local_kafka
 
-UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 TOTAL = 100
 STAMP_MS = 1_700_000_000_000
 """Every source record's CreateTime: the forged batch carries one timestamp for all its records."""

@@ -138,10 +138,10 @@ def _rewind(
     start there: the aborted records are copied again."""
     job = writer.job
     commit = os.urandom(6).hex()
+    before = {id(copy): writer.stored(copy.span.topic, copy.span.partition) for copy, _ in found}
     producer.begin_transaction()
     for copy, open_data in found:
-        span = copy.span
-        stored = writer.stored(span.topic, span.partition)
+        span, stored = copy.span, before[id(copy)]
         incarnation = span.incarnation if stored is None else stored.incarnation
         key, value, partition = progress_record(
             job.source,
@@ -157,8 +157,7 @@ def _rewind(
     flush_all(producer, watch, "progress records")
     retrying(producer.commit_transaction, watch, "commit_transaction")
     for copy, open_data in found:
-        span = copy.span
-        stored = writer.stored(span.topic, span.partition)
+        span, stored = copy.span, before[id(copy)]
         incarnation = span.incarnation if stored is None else stored.incarnation
         writer.committed[(span.topic, span.partition)] = Stored(
             open_data.rewind_to, incarnation, COPY_SLOTS, commit

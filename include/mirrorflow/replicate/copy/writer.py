@@ -137,7 +137,9 @@ class SlotWriter:
         """The producer that writes `copies` (the slot's partitions about to be copied), opened
         and their progress settled unless already done; raises Fenced once the slot was taken."""
         self.watch = watch
-        if self.is_fenced():
+        # The poll that learns a fencing is asked only before a producer is made: an open one that
+        # was fenced fails its next call, whose failure path asks too.
+        if self.fenced is not None or (self.producer is None and self.is_fenced()):
             first = copies[0].span if copies else None
             self.take_over("its slot" if first is None else f"{first.topic}-{first.partition}")
             raise Fenced(self.fenced or "")
