@@ -110,6 +110,9 @@ class UnitResult:
     were copied: found by the plan or met by the copy. Ranges, not a count, so that attempts
     which meet the same gap again never count it twice."""
     error: str | None = None
+    stale: bool = False
+    """Not copied because the plan no longer holds (StalePlan): retrying the same span fails the
+    same way; only a newer plan copies it."""
 
     @classmethod
     def for_span(cls, span: PartitionSpan) -> UnitResult:

@@ -12,18 +12,29 @@ aborts ends it. Every key of that slot in the open range is the same transaction
 whose copy had committed is written again after the abort (recovery.py decides which). What no
 id of the flow can end stops with Kafka's command (hanging.unresolved).
 
-Opening a producer with a slot's id fences that slot's live writer, if a run has one: the
-writer stops and the run that opened it reports the slot's partitions fenced, losing nothing
-(a later run copies on from progress), as with any writer that takes a slot over.
+Several workers may meet one hanging transaction at once (they settle progress partitions that
+the slots share). In one process they end it one after the other (a lock per progress
+partition), and each looks again right before it opens a producer: one that another worker ended
+meanwhile is left alone, so no sweep fences another sweep or a writer for nothing. A sweep
+producer fenced by a worker of another process sweeping the same transaction looks again too:
+ended by the other, it is done.
+
+Opening a producer with a slot's id fences that slot's live writer, if a run has one. In the
+same process the writer learns that its own worker's sweep did it (`swept_since`) and opens
+again, copying on from progress; a writer of another process stops and reports the slot's
+partitions fenced, losing nothing (a later run or the window's next batch copies on from
+progress), as with any writer that takes a slot over.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorflow.kafka import ClusterWatch
 from mirrorflow.mm2.connect_offsets import decode_offset_value
@@ -32,6 +43,7 @@ from mirrorflow.replicate.copy.calls import (
     drop,
     flush_all,
     init_transactions,
+    is_fencing,
     new_client_config,
     retrying,
     topic_metadata,
@@ -40,6 +52,30 @@ from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.landed import Landed
 
 log = logging.getLogger("mirrorflow.replicate.copy")
+
+_lock = threading.Lock()
+_sweeping: dict[hanging.Where, threading.Lock] = {}
+"""Progress partition -> the lock its sweeps in this process take, one after the other."""
+_swept: dict[str, float] = {}
+"""transactional.id -> when (monotonic) a sweep of this process last held a producer with it."""
+
+
+def swept_since(transactional: str, since: float) -> bool:
+    """Whether a sweep of this process opened a producer with `transactional` after `since`: a
+    writer with that id opened at `since` and fenced now was fenced by its own worker, not by a
+    newer writer."""
+    with _lock:
+        return _swept.get(transactional, -1.0) > since
+
+
+def _note_sweep(transactional: str) -> None:
+    with _lock:
+        _swept[transactional] = time.monotonic()
+
+
+def _partition_lock(where: hanging.Where) -> threading.Lock:
+    with _lock:
+        return _sweeping.setdefault(where, threading.Lock())
 
 
 def fenced_producer(
@@ -92,69 +128,13 @@ def end_hanging_progress(
     transaction; when that cannot be told for any of them the transaction is left open and
     reported, never aborted."""
     left: dict[hanging.Where, int] = {}
-    highs = hanging.end_offsets(ends, [(progress_topic, p) for p in stuck], watch.limit_s)
     for partition, offset in stuck.items():
         where = (progress_topic, partition)
-        held = recovery.held_progress(target_consumer, where, offset, highs[where][1], source)
-        if held is None:
-            left[where] = offset
-            continue
-        restore: list[tuple[bytes | None, bytes | None]] = []
-        untold: list[hanging.Where] = []
-        for owner, record in sorted(held.records.items()):
-            if landed is None:
-                continue
-            copied = decode_offset_value(record.value())
-            verdict = None if copied is None else landed(owner[0], owner[1], copied)
-            if verdict is None:
-                untold.append(owner)
-            elif verdict:
-                restore.append((record.key(), record.value()))
-        if untold:
-            log.warning(
-                "%s-%d: a transaction hangs there from offset %d (progress of %s); whether its "
-                "records were committed on the target cannot be told, so it is not ended",
-                progress_topic,
-                partition,
-                offset,
-                ", ".join(f"{t}-{p}" for t, p in untold),
-            )
-            left[where] = offset
-            continue
-        slot = held.slot
-        candidates = [slot_transactional_id(source, target, slot)]
-        if held.first is not None:
-            candidates += older_ids(source, target, held.first[0], held.first[1], 0)
-        for transactional in candidates:
-            mine = own is not None and own[0] == transactional
-            producer = (
-                own[1] if mine else fenced_producer(target_producer, transactional, progress_topic, watch)
-            )
-            try:
-                hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
-                ended = not hanging.await_closed(ends, {where: offset})
-                if ended and restore:
-                    _write_again(producer, where, restore, watch)
-            finally:
-                if not mine:
-                    drop(producer)
-            if ended:
-                log.warning(
-                    "%s-%d: ended the transaction hanging there from offset %d (progress of %s, "
-                    "transactional.id %s)%s",
-                    progress_topic,
-                    partition,
-                    offset,
-                    ", ".join(f"{t}-{p}" for t, p in sorted(held.records)) or "none",
-                    transactional,
-                    f"; the records of {len(restore)} of them were committed on the target (the broker "
-                    "had dropped the commit marker here), so their progress was written again"
-                    if restore
-                    else "",
-                )
-                break
-        else:
-            left[where] = offset
+        with _partition_lock(where):
+            if not _end_one(
+                where, offset, source, target, target_producer, target_consumer, ends, watch, own, landed
+            ):
+                left[where] = offset
     if left:
         raise hanging.unresolved(
             left,
@@ -165,6 +145,132 @@ def end_hanging_progress(
             "be told (the source record its progress names is gone): ending it by an abort could copy "
             "them twice",
         )
+
+
+def _end_one(
+    where: hanging.Where,
+    offset: int,
+    source: str,
+    target: str,
+    target_producer: Mapping[str, Any],
+    target_consumer: Mapping[str, Any],
+    ends: tuple[Any, Any],
+    watch: ClusterWatch,
+    own: tuple[str, Producer] | None,
+    landed: Landed | None,
+) -> bool:
+    """End the transaction open in `where` from `offset` (see end_hanging_progress); whether it
+    is ended (by this worker or, meanwhile, by another)."""
+    progress_topic, partition = where
+    stable, high = hanging.end_offsets(ends, [where], watch.limit_s)[where]
+    if not stable <= offset < high:
+        log.info("%s-%d: the transaction that hung there from offset %d was ended meanwhile", *where, offset)
+        return True
+    held = recovery.held_progress(target_consumer, where, offset, high, source)
+    if held is None:
+        return False
+    restore: list[tuple[bytes | None, bytes | None]] = []
+    untold: list[hanging.Where] = []
+    for owner, record in sorted(held.records.items()):
+        if landed is None:
+            continue
+        copied = decode_offset_value(record.value())
+        verdict = None if copied is None else landed(owner[0], owner[1], copied)
+        if verdict is None:
+            untold.append(owner)
+        elif verdict:
+            restore.append((record.key(), record.value()))
+    if untold:
+        log.warning(
+            "%s-%d: a transaction hangs there from offset %d (progress of %s); whether its "
+            "records were committed on the target cannot be told, so it is not ended",
+            progress_topic,
+            partition,
+            offset,
+            ", ".join(f"{t}-{p}" for t, p in untold),
+        )
+        return False
+    slot = held.slot
+    candidates = [slot_transactional_id(source, target, slot)]
+    if held.first is not None:
+        candidates += older_ids(source, target, held.first[0], held.first[1], 0)
+    for transactional in candidates:
+        mine = own is not None and own[0] == transactional
+        try:
+            ended = _sweep_with(
+                transactional,
+                own[1] if mine and own else None,
+                where,
+                offset,
+                restore,
+                source,
+                slot,
+                target_producer,
+                watch,
+                ends,
+            )
+        except KafkaException as exc:
+            if not is_fencing(exc):
+                raise
+            # A worker of another process sweeps the same transaction with the same id.
+            if hanging.await_closed(ends, {where: offset}):
+                continue
+            log.info(
+                "%s-%d: the transaction that hung there from offset %d was ended by another worker "
+                "of the flow",
+                *where,
+                offset,
+            )
+            return True
+        if ended:
+            log.warning(
+                "%s-%d: ended the transaction hanging there from offset %d (progress of %s, "
+                "transactional.id %s)%s",
+                progress_topic,
+                partition,
+                offset,
+                ", ".join(f"{t}-{p}" for t, p in sorted(held.records)) or "none",
+                transactional,
+                f"; the records of {len(restore)} of them were committed on the target (the broker "
+                "had dropped the commit marker here), so their progress was written again"
+                if restore
+                else "",
+            )
+            return True
+    return False
+
+
+def _sweep_with(
+    transactional: str,
+    own: Producer | None,
+    where: hanging.Where,
+    offset: int,
+    restore: list[tuple[bytes | None, bytes | None]],
+    source: str,
+    slot: int,
+    target_producer: Mapping[str, Any],
+    watch: ClusterWatch,
+    ends: tuple[Any, Any],
+) -> bool:
+    """One sweep of `where` with the id `transactional` (the caller's producer `own` when it has
+    that id); whether the transaction open from `offset` ended. The time is noted before the new
+    producer fences the id's live writer and again once it has: that writer, if this process
+    runs it, then knows the fencing was its own worker's (swept_since)."""
+    if own is None:
+        _note_sweep(transactional)
+        producer = fenced_producer(target_producer, transactional, where[0], watch)
+        _note_sweep(transactional)
+    else:
+        producer = own
+    try:
+        hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
+        ended = not hanging.await_closed(ends, {where: offset})
+        if ended and restore:
+            _write_again(producer, where, restore, watch)
+        return ended
+    finally:
+        if own is None:
+            drop(producer)
 
 
 def _write_again(

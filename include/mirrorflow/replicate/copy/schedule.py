@@ -26,12 +26,17 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaException
 
 from mirrorflow.kafka import ClusterUnreachable, ClusterWatch
-from mirrorflow.replicate.copy.calls import abort, describe, kafka_error
+from mirrorflow.replicate.copy.calls import abort, describe
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.clients import SharedClients
+from mirrorflow.replicate.copy.failures import (
+    fenced_error,
+    retry_or_error,
+    swept_out_error,
+    taken_error,
+)
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
 from mirrorflow.replicate.copy.reader import SourceReader
-from mirrorflow.replicate.copy.refusal import REFUSAL_STEPS, RecordRefused
 from mirrorflow.replicate.copy.remote_clear import ensure_clear
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
 from mirrorflow.replicate.copy.transaction import ForeignWriter, Interleaved, transact
@@ -44,7 +49,6 @@ SMALL_SPAN = 10_000
 """Spans with more pending offsets than this are "large": their copy is limited by the CPU, so a
 worker copies one at a time (see SharedClients.large), beside any number of small ones."""
 GROUP_PARTITIONS = 32
-ATTEMPTS = 3
 LIVE_RECHECK_S = 60.0
 """How long a slot's copy goes on before it asks again whether its topics are the plan's."""
 
@@ -145,7 +149,7 @@ class _SlotCopy:
             try:
                 check_live(copy.span, source_ids, remote_ids)
             except StalePlan as exc:
-                self._fail(copy, str(exc))
+                self._fail(copy, str(exc), stale=True)
 
     def _open(self, pending: list[PartitionCopy]) -> bool:
         """Open the slot's writer for `pending` and decide where each partition starts; whether
@@ -163,7 +167,7 @@ class _SlotCopy:
                     try:
                         self._prepare(copy, producer, target_watch)
                     except CopyError as exc:
-                        self._fail(copy, str(exc))
+                        self._fail(copy, str(exc), stale=isinstance(exc, StalePlan))
             writing = [c for c in pending if not c.done and c.pending > 0]
             for where, error in ensure_clear(self.writer, writing, target_watch).items():
                 for copy in writing:
@@ -300,19 +304,25 @@ class _SlotCopy:
         if fenced:
             where = batch[0].span
             writer.take_over(f"{where.topic}-{where.partition}")
+        swept_out, writer.swept_out = writer.swept_out and not fenced, False
         writer.discard(reachable=unreachable != job.target)
         self.recheck = True
         for copy in batch:
             copy.position = -1
+        if swept_out:
+            # This worker's own sweep of a hanging progress transaction used the slot's id: the
+            # writer opens again and every partition goes on from its settled progress.
+            log.info(
+                "writer slot %d was fenced by this worker's sweep of a hanging transaction; opening again",
+                writer.slot,
+            )
+            for copy in batch:
+                if (error := swept_out_error(copy, exc)) is not None:
+                    self._fail(copy, error)
+            return
         if fenced:
             for copy in batch:
-                self._fail(
-                    copy,
-                    f"fenced: another writer took over {copy.span.topic}-{copy.span.partition} (a newer attempt or "
-                    "a concurrent run of this flow, or a worker of this flow that ended a transaction left open "
-                    "with the slot's id), or the broker aborted a transaction of this copy that outlived the "
-                    "producer's transaction.timeout.ms; nothing is lost, the next run copies on from progress",
-                )
+                self._fail(copy, fenced_error(copy))
             return
         if unreachable is not None:
             for copy in batch:
@@ -337,34 +347,10 @@ class _SlotCopy:
 
     def _retry_or_fail(self, copy: PartitionCopy, exc: BaseException) -> bool:
         """Fail `copy` for `exc`, or count one more attempt; whether it is retried after a pause."""
-        result = copy.result
-        if isinstance(exc, RecordRefused):
-            # Finding the refused record takes up to two more attempts that are not retries.
-            copy.refusal.steps += 1
-            if copy.refusal.steps > REFUSAL_STEPS:
-                self._fail(copy, f"the target refused a record as too large: {exc}")
-            return False
-        if isinstance(exc, CopyError):
-            self._fail(copy, str(exc))
-            return False
-        final = False
-        if isinstance(exc, ForeignWriter):
-            message = str(exc)
-        elif isinstance(exc, KafkaException):
-            error = kafka_error(exc)
-            message = describe(exc)
-            final = error is not None and error.fatal()
-        elif isinstance(exc, ProgressReadError):
-            message, final = f"reading progress failed: {exc}", False
-        else:
-            log.error("copying %s-%s failed unexpectedly", copy.span.topic, copy.span.partition, exc_info=exc)
-            self._fail(copy, f"unexpected {type(exc).__name__}: {exc}")
-            return False
-        if final or result.attempts >= ATTEMPTS:
-            self._fail(copy, message)
-            return False
-        result.attempts += 1
-        return True
+        retry, error = retry_or_error(copy, exc)
+        if error is not None:
+            self._fail(copy, error)
+        return retry
 
     def _stopped(self, pending: list[PartitionCopy]) -> bool:
         """Fail what is left, without trying, once the slot was taken or a cluster is gone."""
@@ -379,15 +365,11 @@ class _SlotCopy:
                 copy.result.unreachable = gone.unreachable
                 self._fail(copy, f"not copied: {gone.error}")
             else:
-                self._fail(
-                    copy,
-                    f"fenced: another writer took over {copy.span.topic}-{copy.span.partition} (a newer attempt or a "
-                    f"concurrent run of this flow took its writer slot while this one copied {fenced}); not copied",
-                )
+                self._fail(copy, taken_error(copy, fenced))
         return True
 
-    def _fail(self, copy: PartitionCopy, error: str) -> None:
-        copy.result.error = error
+    def _fail(self, copy: PartitionCopy, error: str, *, stale: bool = False) -> None:
+        copy.result.error, copy.result.stale = error, stale
         self._finish(copy)
 
     def _finish(self, copy: PartitionCopy) -> None:

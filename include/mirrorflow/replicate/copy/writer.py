@@ -16,7 +16,9 @@ Spark task, a zombie, a concurrent run. Opening, in this order:
 4. each remote partition is checked for a transaction left open before the slot writes it.
 
 A writer once fenced stays fenced: it copies nothing more of its slot. Opening again would fence
-the newer writer back, and the two would take turns. A failed transaction drops the producer
+the newer writer back, and the two would take turns. The one exception is a fencing by its own
+worker: a sweep of a hanging progress transaction that another slot's writer of the same process
+ran with this slot's id (progress_sweep.py) is no newer writer, so the writer opens again. A failed transaction drops the producer
 (aborting what it had open); the next one opens again, which re-checks and re-settles, and every
 partition of the slot then starts from that settled progress: another writer (a concurrent run)
 may have held the slot in between and copied them.
@@ -29,6 +31,7 @@ slot's writer.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -49,7 +52,7 @@ from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob, Fenced
 from mirrorflow.replicate.copy.landed import landed_check
-from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress, fenced_producer
+from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress, fenced_producer, swept_since
 from mirrorflow.replicate.progress import ProgressBlocked, Stored
 
 if TYPE_CHECKING:
@@ -71,6 +74,11 @@ class SlotWriter:
         """What the slot's newer writer took over (set once, never cleared)."""
         self.fatal: KafkaError | None = None
         """The first fatal error librdkafka reported for this writer's producers."""
+        self.opened_at = 0.0
+        """When (monotonic) the producer in use began to open."""
+        self.swept_out = False
+        """The producer was fenced by a sweep of this process with the slot's id, not by a newer
+        writer: the failure path drops it and the writer opens again."""
         self.committed: dict[Where, Stored] = {}
         self.landing: dict[Where, int] = {}
         """Where this writer's next record lands in a remote partition nobody else writes."""
@@ -122,9 +130,13 @@ class SlotWriter:
         if self.fenced is not None or isinstance(exc, Fenced):
             return True
         self.learn_fatal()
-        if self.fatal is not None and self.fatal.code() in FENCED_CODES:
-            return True
-        return exc is not None and is_fencing(exc, self.fatal)
+        fencing = (self.fatal is not None and self.fatal.code() in FENCED_CODES) or (
+            exc is not None and is_fencing(exc, self.fatal)
+        )
+        if fencing and swept_since(self.transactional_id, self.opened_at):
+            self.swept_out = True
+            return False
+        return fencing
 
     def _on_error(self, error: KafkaError) -> None:
         if error.fatal() and self.fatal is None:
@@ -147,7 +159,8 @@ class SlotWriter:
         if self.producer is None:
             # A fatal error of the producers that went was theirs (the check above took a
             # fencing for a takeover); this one starts with none.
-            self.fatal = None
+            self.fatal, self.swept_out = None, False
+            self.opened_at = time.monotonic()
             config = producer_config(job, watch, self.transactional_id if job.exactly_once else None)
             config["error_cb"] = self._on_error
             producer = Producer(config)
