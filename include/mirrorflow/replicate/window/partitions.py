@@ -37,6 +37,7 @@ class PartitionState:
         "pending_since_ms",
         "failures",
         "retry_at",
+        "stale",
         "_lost_counted",
     )
 
@@ -48,6 +49,8 @@ class PartitionState:
         self.pending_since_ms: int | None = None
         self.failures = 0
         self.retry_at = 0.0
+        self.stale = False
+        """Its last range was not copied because its plan no longer holds (see refreshed)."""
         self._lost_counted = False
 
     @property
@@ -58,13 +61,23 @@ class PartitionState:
     def progress(self) -> int:
         return self.base.progress if self.committed is None else self.committed
 
+    def refreshed(self, span: PartitionSpan) -> bool:
+        """Whether a refreshed plan's `span` restarts the partition: it copies between other
+        topic incarnations (a topic deleted and created again), or the partition's plan went
+        stale (its progress moved after the plan that restarted it read it, as when the refresh
+        raced a commit of the old incarnation) and the refreshed plan sees it otherwise. Without
+        the second, every retry of a stale partition failed the same way until the window ended."""
+        if span.incarnation != self.base.incarnation and span.incarnation.split(",")[0]:
+            return True
+        return self.stale and span != self.base
+
     def restart(self, base: PartitionSpan) -> None:
-        """A refreshed plan copies the partition between other topic incarnations (a topic deleted
-        and created again): its next range is the new plan's, and its failures are forgotten."""
+        """Its next range is the refreshed plan's, and its failures are forgotten."""
         self.base = base
         self.committed = None
         self.failures = 0
         self.retry_at = 0.0
+        self.stale = False
         self._lost_counted = False
 
     def ready(self, now: float) -> bool:
@@ -116,6 +129,7 @@ class PartitionState:
         self.total = _added(self.total, result)
         if result.transactions > 0 or (result.ok and result.progress >= 0):
             self.committed = result.progress
+        self.stale = result.stale
         if fenced:
             self.total.error = None
         elif result.ok:
@@ -157,6 +171,6 @@ def _added(total: UnitResult | None, result: UnitResult) -> UnitResult:
     total.remote_topic = result.remote_topic
     total.planned_end = result.planned_end
     total.waited_ms = max(total.waited_ms, result.waited_ms)
-    total.error = result.error
+    total.error, total.stale = result.error, result.stale
     total.unreachable = result.unreachable
     return total

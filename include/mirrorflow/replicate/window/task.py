@@ -315,7 +315,7 @@ class WindowTask:
                 # A partition added to a topic the worker copies already: its clients read the
                 # topic's metadata once and would not know the new partition for minutes.
                 self.renew |= span.topic in known
-            elif span.incarnation != st.base.incarnation and span.incarnation.split(",")[0]:
+            elif st.refreshed(span):
                 st.restart(span)
 
     # -- the end --------------------------------------------------------------------------------------
