@@ -246,6 +246,10 @@ def test_a_writer_that_learned_it_was_fenced_never_opens_again_whatever_its_last
     newer.begin_transaction()
     newer.produce("A.orders", b"newer", b"newer", 0)
     newer.commit_transaction(30)  # not fenced back
+    # The coordinator writes the commit marker after it answered: read once it shows.
+    deadline = time.monotonic() + 30
+    while not values(dst.bootstrap, "A.orders") and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert values(dst.bootstrap, "A.orders") == [b"newer"]
 
 

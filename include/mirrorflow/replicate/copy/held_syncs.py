@@ -15,7 +15,8 @@ after a commit it answered). One batched ListOffsets asks for every held partiti
 at most every SYNC_CHECK_S while a copy commits, and at the end of each copy call (a batch run's
 share, a micro-batch), where the syncs still held may wait up to SYNC_WAIT_S. What is still held
 then, or what a sweep is about to abort (`forget`), is not sent and counts as an offset-sync
-error of its partition; so does a sync the source refuses.
+error of its partition; so does a sync the source refuses. A sync counts as written
+(`offset_syncs`) only once the source acknowledged it.
 """
 
 from __future__ import annotations
@@ -166,16 +167,17 @@ class HeldSyncs:
                 held.result.offset_sync_errors += len(held.records)
                 continue
             try:
-                produce_syncs(producer, self.topic, held.records, SyncErrors(held.result))
+                produce_syncs(producer, self.topic, held.records, SyncDelivery(held.result))
                 producer.poll(0)
             except Exception as exc:  # noqa: BLE001 - counted: the copy is committed
                 log.warning("offset-syncs of %s-%d not sent: %s", *held.where, exc)
                 held.result.offset_sync_errors += len(held.records)
 
 
-class SyncErrors:
-    """Delivery callback of source-side offset-syncs: one the source refuses (or that is purged
-    unsent) counts as an error of its partition."""
+class SyncDelivery:
+    """Delivery callback of source-side offset-syncs: one the source acknowledges counts as
+    written (`offset_syncs`), one it refuses (or that is purged unsent) as an error of its
+    partition (`offset_sync_errors`)."""
 
     __slots__ = ("result",)
 
@@ -183,7 +185,9 @@ class SyncErrors:
         self.result = result
 
     def __call__(self, error, _message) -> None:
-        if error is not None:
+        if error is None:
+            self.result.offset_syncs += 1
+        else:
             self.result.offset_sync_errors += 1
 
 

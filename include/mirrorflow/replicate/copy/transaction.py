@@ -307,8 +307,10 @@ def _after_commit(
                 copy.done = True
         else:
             copy.done = True
-        result.offset_syncs += len(records)
-        if records and source_side:
+        if source_side:
+            # Counted once the source acknowledges them (held_syncs.SyncDelivery), never before.
             shared.syncs.hold((span.remote_topic, span.partition), records, result)
+        else:
+            result.offset_syncs += len(records)
     if shared.syncs.due():
         shared.syncs.release()
