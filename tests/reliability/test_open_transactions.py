@@ -299,3 +299,26 @@ def test_a_hanging_progress_record_that_names_a_commit_marker_of_a_transactional
 
     assert again.spans() == {("orders", 0): (marker + 1, 3 * TOTAL + 1)}, "planned from the wrong progress"
     assert values(dst.bootstrap, "A.orders") == expected(3 * TOTAL)
+
+
+def test_a_quiet_partition_whose_committed_copy_lost_its_marker_is_copied_again_by_the_next_run(pair) -> None:
+    """The same lost commit marker in a partition the source then wrote nothing more to: the plan
+    saw nothing to copy, no writer looked at the remote partition, and the copy's 100 committed
+    records stayed invisible (every read_committed reader of the target waiting in front of
+    them) until the source wrote there again, which on a quiet partition may be never. The plan
+    now marks where a transaction is open in the remote partitions of spans with nothing to do,
+    and their writer decides it as every other (here: committed, so copied again)."""
+    src, dst = pair
+    config = mirror_config([src, dst], ["A->B"], {"topics": "orders"})
+    assert run_once(config, "A", "B").records == TOTAL
+    produce_range(src, "orders", TOTAL, 2 * TOTAL)
+    forge_open_copy(src, dst, TOTAL, 2 * TOTAL, provenance=True)
+    commit_progress(dst, {("orders", 0): 2 * TOTAL - 1})
+
+    again = run_once(config, "A", "B")
+
+    assert again.records == TOTAL, again.spans()
+    assert values(dst.bootstrap, "A.orders") == expected(2 * TOTAL)
+    progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert progress == {("orders", 0): 2 * TOTAL - 1}
+    assert run_once(config, "A", "B").records == 0, "a clean partition is copied once"

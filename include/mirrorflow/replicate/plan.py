@@ -69,10 +69,19 @@ class PartitionSpan:
     progress_incarnation: str = ""
     restarted: str = ""
     progress_slots: int = 0
+    open_at: int = -1
+    """Where a transaction was open in the remote partition when the plan was made, for a span
+    with nothing else to do (-1: none): its writer checks it (a crash can leave one open for
+    good there, and a read_committed reader of the target then waits in front of it forever)."""
 
     @property
     def pending(self) -> int:
         return max(0, self.end - self.start)
+
+    @property
+    def needs_copy(self) -> bool:
+        """Offsets to copy, or progress that must still be recorded (a start past it, a restart)."""
+        return self.pending > 0 or self.progress < self.start - 1 or bool(self.restarted)
 
     def ranges(self, max_records: int) -> list[Range]:
         out = []
@@ -106,8 +115,9 @@ class Plan:
         return [r for span in self.spans for r in span.ranges(self.max_records)]
 
     def units(self) -> list[PartitionSpan]:
-        """Spans with work to do, plus empty ones whose progress must still be recorded."""
-        return [s for s in self.spans if s.pending > 0 or s.progress < s.start - 1 or s.restarted]
+        """Spans with work to do, plus empty ones whose progress must still be recorded or whose
+        remote partition had a transaction open."""
+        return [s for s in self.spans if s.needs_copy or s.open_at >= 0]
 
     def slices(self) -> list[list[PartitionSpan]]:
         """Units over min(tasks.max, writer slots) workers, each slot's units to one worker (its
@@ -169,6 +179,7 @@ class Plan:
                     s.progress_incarnation,
                     s.restarted,
                     s.progress_slots,
+                    s.open_at,
                 ]
                 for s in self.spans[first : first + rows_per_piece]
             ]

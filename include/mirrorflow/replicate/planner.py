@@ -208,6 +208,7 @@ def make_plan(
                 progress_slots=0 if stored is None else stored.slots,
             )
         )
+    spans = open_remote(target_admin, spans)
     plan = Plan(
         run_id=run_id,
         source=flow.source,
@@ -222,6 +223,29 @@ def make_plan(
         created_topics=tuple(topics.created),
     )
     return PlanOutcome(plan, topics, tuple(internal))
+
+
+def open_remote(target_admin: AdminClient, spans: list[PartitionSpan]) -> list[PartitionSpan]:
+    """`spans`, those with nothing to copy whose remote partition has a transaction open marked
+    with where it starts (PartitionSpan.open_at), so that their writer checks it. A copy checks
+    the remote partitions it writes; a crash that lost a commit's marker in a partition with no
+    new source records would otherwise leave its committed records invisible, and every
+    read_committed reader of the target waiting in front of them, until the source wrote there
+    again. Two batched ListOffsets (last stable offset, high watermark) for all of them. Identity-
+    named remote topics are left out: other clients of the target may write there."""
+    quiet = [(s.remote_topic, s.partition) for s in spans if not s.needs_copy and s.remote_topic != s.topic]
+    if not quiet:
+        return spans
+    missing: set[tuple[str, int]] = set()
+    stable = list_offsets(target_admin, quiet, OffsetSpec.latest(), read_committed=True, missing=missing)
+    high = list_offsets(target_admin, quiet, OffsetSpec.latest(), read_committed=False, missing=missing)
+    out = []
+    for span in spans:
+        where = (span.remote_topic, span.partition)
+        if where in stable and where in high and stable[where] < high[where] and not span.needs_copy:
+            span = dataclasses.replace(span, open_at=stable[where])
+        out.append(span)
+    return out
 
 
 def planned_topic_ids(

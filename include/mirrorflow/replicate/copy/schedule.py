@@ -168,7 +168,9 @@ class _SlotCopy:
                         self._prepare(copy, producer, target_watch)
                     except CopyError as exc:
                         self._fail(copy, str(exc), stale=isinstance(exc, StalePlan))
-            writing = [c for c in pending if not c.done and c.pending > 0]
+            # A partition with nothing to copy whose remote partition the plan saw a transaction
+            # open in is checked too (PartitionSpan.open_at).
+            writing = [c for c in pending if not c.done and (c.pending > 0 or c.span.open_at >= 0)]
             for where, error in ensure_clear(self.writer, writing, target_watch).items():
                 for copy in writing:
                     if (copy.span.remote_topic, copy.span.partition) == where:
@@ -182,6 +184,8 @@ class _SlotCopy:
                     copy.emitter = DenseSyncEmitter()
                     copy.result.resumed_from = min(copy.result.resumed_from, start)
                     copy.result.progress = start - 1
+                if not copy.done and copy.pending == 0 and not copy.moves:
+                    self._finish(copy)
             return True
         except Exception as exc:  # noqa: BLE001 - classified below, as a transaction's failure is
             failure = exc
@@ -215,7 +219,7 @@ class _SlotCopy:
                 self._fail(copy, copy.refusal.message)
                 return
             copy.moves = moves_progress(span, stored)
-            if not copy.moves:
+            if not copy.moves and span.open_at < 0:
                 self._finish(copy)
 
     # -- transactions ----------------------------------------------------------------------------
