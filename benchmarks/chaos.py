@@ -4,6 +4,7 @@ records flow; then a clean run and the checker. Prints the figures: faults injec
 records checked, lost and duplicated, offset-syncs checked, runs and how each ended.
 
     .venv/bin/python benchmarks/chaos.py --seed 7 --minutes 10 --target-shape three
+    .venv/bin/python benchmarks/chaos.py --seed 34 --minutes 30 --mode micro-batch
 
 Exits 1 when an invariant failed, printing the seed, the schedule and the first differences (the
 same seed replays the same schedule). Clusters and logs (each run's output, the whole outcome in
@@ -23,7 +24,7 @@ from pathlib import Path
 # have on its path.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.chaos.schedule import SHAPES, run_schedule  # noqa: E402
+from tests.chaos.schedule import MODES, SHAPES, run_schedule  # noqa: E402
 
 
 def main() -> int:
@@ -36,12 +37,18 @@ def main() -> int:
         default="single",
         help="single: one node with Kafka's defaults; three: three brokers (default: single)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=list(MODES),
+        default="batch",
+        help="batch: `mirrorflow replicate` runs back to back; micro-batch: windows back to back (default: batch)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the clusters' data and the runs' logs")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="mirrorflow-chaos-"))
     ok = False
     try:
-        outcome = run_schedule(args.seed, args.minutes * 60, args.target_shape, workdir)
+        outcome = run_schedule(args.seed, args.minutes * 60, args.target_shape, workdir, args.mode)
         print(outcome.describe())
         ok = outcome.ok
         return 0 if ok else 1

@@ -17,6 +17,12 @@ schedule applies its faults one after another at their drawn moments:
 | freeze-target-broker | SIGSTOP of target node `node`, SIGCONT after `hold` |
 | kill-source-broker | kill -9 of the source node, started again after `hold` |
 | link-blackout | the source link's proxy stopped (SIGSTOP: no byte passes either way) for `hold` |
+| freeze-source-broker | SIGSTOP of the source node, SIGCONT after `hold` (micro-batch schedules) |
+
+In micro-batch mode (`mode="micro-batch"`) each run is a window of WINDOW_S seconds
+(`mirrorflow replicate --window`), the flow's micro-batch settings otherwise its defaults (a
+batch every 250 ms); a concurrent run is a second window beside the one in flight, which takes
+its writer slots over as the next window of a DAG does.
 
 The schedule (every moment, kind, hold and node) is drawn from the seed before anything starts,
 so a seed replays the same faults; what the faults meet (which run, which transaction) depends on
@@ -64,6 +70,12 @@ KINDS = {
     "kill-source-broker": (1, 0.5, 5.0),
     "link-blackout": (1, 1.0, 6.0),
 }
+MICRO_BATCH_KINDS = {**KINDS, "freeze-source-broker": (1, 1.0, 8.0)}
+"""A micro-batch schedule's faults: the batch ones (whose draws stay as they were, so recorded
+seeds replay) and a frozen source node."""
+MODES = ("batch", "micro-batch")
+WINDOW_S = 20
+"""How long each window of a micro-batch schedule copies: a run is one window."""
 GAP_S = (2.0, 6.0)  # between one fault's end and the next fault's moment
 FLOW = (
     f"A->B.topics = {', '.join(TOPICS)}\n"
@@ -94,14 +106,19 @@ class Fault:
         return f"{self.at:7.1f}s {self.kind}{node}{hold}"
 
 
-def draw_schedule(seed: int, seconds: float, brokers: int) -> list[Fault]:
-    """The whole schedule, from the seed alone."""
+def kinds(mode: str) -> dict[str, tuple[int, float, float]]:
+    return MICRO_BATCH_KINDS if mode == "micro-batch" else KINDS
+
+
+def draw_schedule(seed: int, seconds: float, brokers: int, mode: str = "batch") -> list[Fault]:
+    """The whole schedule, from the seed (and the mode) alone."""
     rng = random.Random(f"chaos-schedule-{seed}")
-    names = list(KINDS)
+    drawn = kinds(mode)
+    names = list(drawn)
     faults, at = [], rng.uniform(*GAP_S)
     while at < seconds:
-        kind = rng.choices(names, [KINDS[n][0] for n in names])[0]
-        _, shortest, longest = KINDS[kind]
+        kind = rng.choices(names, [drawn[n][0] for n in names])[0]
+        _, shortest, longest = drawn[kind]
         fault = Fault(round(at, 1), kind, round(rng.uniform(shortest, longest), 1), rng.randrange(brokers))
         faults.append(fault)
         at += fault.hold + rng.uniform(*GAP_S)
@@ -112,6 +129,7 @@ def draw_schedule(seed: int, seconds: float, brokers: int) -> list[Fault]:
 class Outcome:
     seed: int
     shape: str
+    mode: str
     seconds: float
     schedule: list[Fault]
     applied: list[str] = field(default_factory=list)  # one line per fault: when and what it met
@@ -130,7 +148,7 @@ class Outcome:
         kinds = Counter(f.kind for f in self.schedule)
         reasons = Counter(r.reason for r in self.runs)
         lines = [
-            f"seed {self.seed}, {self.shape} target: {self.seconds:.0f}s schedule, {self.wall_s:.0f}s wall, "
+            f"seed {self.seed}, {self.mode}, {self.shape} target: {self.seconds:.0f}s schedule, {self.wall_s:.0f}s wall, "
             f"{len(self.schedule)} faults: "
             + ", ".join(
                 f"{k} {n}" + (f" ({self.missed[k]} found nothing to hit)" if self.missed[k] else "")
@@ -159,7 +177,7 @@ class Outcome:
 
         parts = [
             f"replay: seed {self.seed} (benchmarks/chaos.py --seed {self.seed} --target-shape {self.shape} "
-            f"--minutes {self.seconds / 60:.2f})",
+            f"--mode {self.mode} --minutes {self.seconds / 60:.2f})",
             self.summary(),
             "problems:\n  " + "\n  ".join(self.problems or ["none"]),
             "first differences:\n  "
@@ -218,10 +236,12 @@ class Injector:
         if fault.kind == "link-blackout":
             assert self.source.proxy is not None and self.source.proxy.process is not None
             return self._freeze(self.source.proxy.process, fault.hold, "the source link")
-        cluster = self.source if fault.kind == "kill-source-broker" else self.target
+        cluster = self.source if "source-broker" in fault.kind else self.target
         node = cluster.nodes[fault.node % len(cluster.nodes)]
         if fault.kind == "freeze-target-broker":
             return self._freeze(node.process, fault.hold, f"target node {node.node_id}")
+        if fault.kind == "freeze-source-broker":
+            return self._freeze(node.process, fault.hold, f"source node {node.node_id}")
         node.kill()
         time.sleep(fault.hold)
         started = time.monotonic()
@@ -270,17 +290,18 @@ class Injector:
             cluster.wait_ready(READY_S)
 
 
-def flow_text(source: LocalKafka, target: LocalKafka, shape: str) -> str:
+def flow_text(source: LocalKafka, target: LocalKafka, shape: str, mode: str = "batch") -> str:
     """The flow's mm2.properties: the source through its slow link, the target direct."""
     sides = [
         SimpleNamespace(alias="A", bootstrap=source.bootstrap_for("SLOW")),
         SimpleNamespace(alias="B", bootstrap=target.bootstrap),
     ]
+    flow = FLOW + ("A->B.mirrorflow.replicate.mode = micro-batch\n" if mode == "micro-batch" else "")
     if shape == "single":
-        return mm2_text(sides, ["A->B"], FLOW)
+        return mm2_text(sides, ["A->B"], flow)
     return (
         f"clusters = A, B\nA.bootstrap.servers = {sides[0].bootstrap}\n"
-        f"B.bootstrap.servers = {target.bootstrap}\nA->B.enabled = true\n" + FLOW + DURABLE
+        f"B.bootstrap.servers = {target.bootstrap}\nA->B.enabled = true\n" + flow + DURABLE
     )
 
 
@@ -302,21 +323,25 @@ def apply_schedule(injector: Injector, faults: list[Fault], clock0: float, outco
         outcome.applied.append(f"{fault}: {what}" + (f" ({late:.1f}s late)" if late > 1 else ""))
 
 
-def run_schedule(seed: int, seconds: float, shape: str, workdir: Path) -> Outcome:
-    """One schedule of `seconds` on a target of `shape`, judged; see the module docstring."""
+def run_schedule(seed: int, seconds: float, shape: str, workdir: Path, mode: str = "batch") -> Outcome:
+    """One schedule of `seconds` on a target of `shape`, its runs batch runs or micro-batch
+    windows (`mode`), judged; see the module docstring."""
     started = time.monotonic()
-    faults = draw_schedule(seed, seconds, SHAPES[shape])
-    outcome = Outcome(seed, shape, seconds, faults)
+    faults = draw_schedule(seed, seconds, SHAPES[shape], mode)
+    outcome = Outcome(seed, shape, mode, seconds, faults)
     logs = workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with clusters(workdir, shape) as (source, target):
         create_topics(source.bootstrap, *((t, PARTITIONS) for t in TOPICS))
         config = workdir / "mm2.properties"
-        config.write_text(flow_text(source, target, shape))
+        config.write_text(flow_text(source, target, shape, mode))
         flow = load_config(config.read_text()).flow("A", "B")
         load = Load(source.bootstrap, TOPICS, PARTITIONS, seed).start()
         clock0 = time.monotonic()
-        copier = Copier([MIRRORFLOW, "replicate", str(config), "--flow", "A->B"], logs, clock0)
+        command = [MIRRORFLOW, "replicate", str(config), "--flow", "A->B"]
+        if mode == "micro-batch":
+            command += ["--window", str(WINDOW_S)]
+        copier = Copier(command, logs, clock0)
         injector = Injector(source, target, copier)
         try:
             copier.start()

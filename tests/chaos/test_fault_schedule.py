@@ -3,8 +3,8 @@ runs, a concurrent run, a target broker killed or frozen, the source killed, its
 a clean run, and the target must hold every committed source record exactly once, in order,
 byte-equal, with exact offset-syncs, progress never ahead of visible data and nothing left open.
 
-`make test` keeps a short schedule on a single-node target with Kafka's default broker settings,
-for two seeds. The long schedules, on both target shapes, are marked chaos (`make chaos`); their
+`make test` keeps two short schedules on a single-node target with Kafka's default broker
+settings: batch runs back to back (seed 3) and micro-batch windows back to back (seed 17). The long schedules, on both target shapes, are marked chaos (`make chaos`); their
 length comes from MIRRORFLOW_CHAOS_MINUTES (default 30) and their seed from MIRRORFLOW_CHAOS_SEED.
 benchmarks/chaos.py runs the same from the command line. A failure prints the seed, the schedule
 and the first differences: the same seed replays the same faults.
@@ -18,12 +18,13 @@ from itertools import pairwise
 import pytest
 
 from .runs import classify
-from .schedule import KINDS, SHAPES, draw_schedule, run_schedule
+from .schedule import MICRO_BATCH_KINDS, MODES, SHAPES, draw_schedule, kinds, run_schedule
 
 pytestmark = pytest.mark.local_kafka
 
 SHORT_S = 40
-SEEDS = (3, 17)
+SHORT = ((3, "batch"), (17, "micro-batch"))
+"""The short schedules of `make test`: (seed, mode); between them they meet every kind of fault."""
 LONG_S = float(os.environ.get("MIRRORFLOW_CHAOS_MINUTES", "30")) * 60
 LONG_SEED = int(os.environ.get("MIRRORFLOW_CHAOS_SEED", "34"))
 # Start-up, the end of the schedule, clean runs and the check come on top of the schedule itself.
@@ -32,12 +33,14 @@ MARGIN_S = 600
 
 def test_the_seed_alone_fixes_the_schedule() -> None:
     """Replaying a seed must replay its faults: nothing but the seed may feed the draw."""
-    drawn = draw_schedule(LONG_SEED, 1800, 3)
-    assert drawn == draw_schedule(LONG_SEED, 1800, 3) != draw_schedule(LONG_SEED + 1, 1800, 3)
-    assert {fault.kind for fault in drawn} == set(KINDS)
-    assert all(a.at + a.hold < b.at for a, b in pairwise(drawn))
+    for mode in MODES:
+        drawn = draw_schedule(LONG_SEED, 1800, 3, mode)
+        assert drawn == draw_schedule(LONG_SEED, 1800, 3, mode) != draw_schedule(LONG_SEED + 1, 1800, 3, mode)
+        assert {fault.kind for fault in drawn} == set(kinds(mode))
+        assert all(a.at + a.hold < b.at for a, b in pairwise(drawn))
     # The short schedules of `make test` meet every kind of fault between them.
-    assert {fault.kind for seed in SEEDS for fault in draw_schedule(seed, SHORT_S, 1)} == set(KINDS)
+    met = {fault.kind for seed, mode in SHORT for fault in draw_schedule(seed, SHORT_S, 1, mode)}
+    assert met == set(MICRO_BATCH_KINDS)
 
 
 def test_a_run_is_recorded_with_the_reason_it_gave() -> None:
@@ -53,17 +56,20 @@ def test_a_run_is_recorded_with_the_reason_it_gave() -> None:
     assert classify(1, False, "", "Traceback (most recent call last):\n  boom")[0] == "traceback"
 
 
-@pytest.mark.parametrize("seed", SEEDS)
-def test_a_short_fault_schedule_on_a_single_node_target_loses_and_duplicates_nothing(seed, tmp_path) -> None:
-    outcome = run_schedule(seed, SHORT_S, "single", tmp_path)
+@pytest.mark.parametrize(("seed", "mode"), SHORT)
+def test_a_short_fault_schedule_on_a_single_node_target_loses_and_duplicates_nothing(
+    seed, mode, tmp_path
+) -> None:
+    outcome = run_schedule(seed, SHORT_S, "single", tmp_path, mode)
     print(outcome.describe())
     assert outcome.ok, f"a fault schedule broke an invariant\n{outcome.describe()}"
 
 
 @pytest.mark.chaos
 @pytest.mark.timeout(LONG_S + MARGIN_S)
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_a_long_fault_schedule_loses_and_duplicates_nothing(shape, tmp_path) -> None:
-    outcome = run_schedule(LONG_SEED, LONG_S, shape, tmp_path)
+def test_a_long_fault_schedule_loses_and_duplicates_nothing(shape, mode, tmp_path) -> None:
+    outcome = run_schedule(LONG_SEED, LONG_S, shape, tmp_path, mode)
     print(outcome.describe())
     assert outcome.ok, f"a fault schedule broke an invariant\n{outcome.describe()}"
