@@ -68,7 +68,9 @@ def test_a_sync_is_written_only_once_the_records_it_points_at_are_visible(cluste
         started = time.monotonic()
         held = worker.copy([span(topic, 100, 200)])[0]
         waited = time.monotonic() - started
-        assert held.ok and held.records == 100 and held.offset_sync_errors > 0, "not sent, counted as not sent"
+        assert held.ok and held.records == 100 and held.offset_sync_errors > 0, (
+            "not sent, counted as not sent"
+        )
         assert held.offset_syncs == 0, "syncs never sent were counted as written"
         assert waited >= SYNC_WAIT_S / 2, f"gave up after {waited:.1f}s without waiting for the records"
         assert max(s.upstream_offset for s in syncs_of(src, topic)) < 100, (
@@ -88,7 +90,7 @@ def test_a_sync_is_written_only_once_the_records_it_points_at_are_visible(cluste
 
 
 def test_syncs_held_for_records_of_a_transaction_about_to_be_swept_are_never_written(clusters) -> None:
-    """A writer that finds a transaction open where it writes sweeps it with an abort (hanging.py)
+    """A writer that finds a transaction open where it writes sweeps it with an abort (recovery/hanging.py)
     and forgets, first, the syncs it holds for records in it: after the abort the last stable
     offset passes them, and they would look visible."""
     src, dst = clusters

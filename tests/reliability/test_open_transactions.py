@@ -1,5 +1,5 @@
 """Each row of the decision table for transactions left open after a crash
-(docs/concepts/exactly-once.md, "Transactions left open"; replicate/copy/recovery.py), forged on a
+(docs/concepts/exactly-once.md, "Transactions left open"; replicate/copy/recovery/decision.py), forged on a
 real broker as a restarted coordinator leaves them: the commit of one transaction written into
 some of its partitions and skipped in others ("Couldn't find leader endpoint ... can be skipped").
 

@@ -15,7 +15,7 @@ from mirrorflow.kafka import ClusterWatch, reader
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey, encode_offset_value
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.ids import slot_transactional_id
-from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress
+from mirrorflow.replicate.copy.recovery.progress_sweep import end_hanging_progress
 from mirrorflow.replicate.copy.schedule import copy_units
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import read_progress

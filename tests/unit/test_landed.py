@@ -1,4 +1,4 @@
-"""copy/landed.py's answers where no record needs reading: a topic whose remote topic the caller
+"""copy/recovery/landed.py's answers where no record needs reading: a topic whose remote topic the caller
 does not know, and a source partition that no longer exists."""
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.filters import TopicFilter
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s
-from mirrorflow.replicate.copy.landed import landed_check
-from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress
+from mirrorflow.replicate.copy.recovery.landed import landed_check
+from mirrorflow.replicate.copy.recovery.progress_sweep import end_hanging_progress
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.progress import (
     ProgressBlocked,
@@ -93,7 +93,7 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
     """All of the flow's progress, every transaction open in it decided. One still open after
     the flow's transaction.timeout.ms is hanging (a broker dropped its abort marker, as after a
     target crash): it would hold this read, and every later one, for good, so it is ended with
-    the id of the writer that opened it (copy/progress_sweep.py) and progress read again; one no
+    the id of the writer that opened it (copy/recovery/progress_sweep.py) and progress read again; one no
     id of the flow can end stops the plan with Kafka's command for it."""
     limit = settle_timeout_s(clients.target_producer)
     topic = flow.offset_storage_topic

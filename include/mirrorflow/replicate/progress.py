@@ -47,7 +47,7 @@ class ProgressBlocked(ProgressReadError):
     `stuck` maps each of those partitions to the offset its committed view could not pass (the
     first offset of the oldest transaction still open there). No live writer of the flow keeps a
     transaction open past its transaction.timeout.ms (the broker aborts it then), so with a limit
-    above that, what is left is a hanging transaction (see replicate/copy/hanging.py)."""
+    above that, what is left is a hanging transaction (see replicate/copy/recovery/hanging.py)."""
 
     def __init__(self, message: str, stuck: dict[int, int]) -> None:
         super().__init__(message)

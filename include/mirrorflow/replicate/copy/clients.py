@@ -235,7 +235,7 @@ class SharedClients:
 
     def end_readers(self) -> tuple[Consumer, Consumer]:
         """(read_committed, read_uncommitted) consumers whose end-offset queries give the last
-        stable offset and the high watermark of target partitions (see hanging.py)."""
+        stable offset and the high watermark of target partitions (see recovery/hanging.py)."""
         with self._lock:
             if self._ends is None:
                 config = self.job.target_consumer

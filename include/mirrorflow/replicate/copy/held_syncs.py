@@ -4,7 +4,7 @@ A commit that returned is not yet a commit readers see: the transaction coordina
 commit markers into the partitions after it answers. A target killed in that moment and restarted
 can come back with the markers skipped (its coordinator finds no leader for a partition in the
 moment after the restart and records the transaction as done): the records and their progress
-then hang open, mirrorflow's sweep (hanging.py) ends them with an abort and copies the records
+then hang open, mirrorflow's sweep (recovery/hanging.py) ends them with an abort and copies the records
 again. A sync sent to the source right after the commit pointed at the aborted records, and
 MM2's checkpoint connector placed groups through it.
 

@@ -59,7 +59,7 @@ class CopyJob:
     """How many workers share the cap (a run's tasks): each holds its reads to an equal share."""
     remote_topics: Mapping[str, str] = field(default_factory=dict, repr=False)
     """Source topic -> remote topic for every topic of the plan: what a writer's landed check
-    (copy/landed.py) reads when its settle meets a hanging progress record of any of them."""
+    (copy/recovery/landed.py) reads when its settle meets a hanging progress record of any of them."""
 
     @property
     def chunk_seconds(self) -> float:

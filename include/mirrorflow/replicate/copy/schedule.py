@@ -37,7 +37,7 @@ from mirrorflow.replicate.copy.failures import (
 )
 from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced, StalePlan, UnitResult
 from mirrorflow.replicate.copy.reader import SourceReader
-from mirrorflow.replicate.copy.remote_clear import ensure_clear
+from mirrorflow.replicate.copy.recovery.remote_clear import ensure_clear
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
 from mirrorflow.replicate.copy.transaction import ForeignWriter, Interleaved, transact
 from mirrorflow.replicate.copy.writer import SlotWriter

@@ -12,13 +12,14 @@ Spark task, a zombie, a concurrent run. Opening, in this order:
    before any wait on progress, so an older zombie's open transaction never holds the settle;
 3. progress is settled: read until every transaction open in its partitions has ended, a wait no
    longer than the writers' transaction.timeout.ms; a transaction still open after it is hanging
-   and is swept (hanging.py);
+   and is swept (recovery/hanging.py);
 4. each remote partition is checked for a transaction left open before the slot writes it.
 
 A writer once fenced stays fenced: it copies nothing more of its slot. Opening again would fence
 the newer writer back, and the two would take turns. The one exception is a fencing by its own
 worker: a sweep of a hanging progress transaction that another slot's writer of the same process
-ran with this slot's id (progress_sweep.py) is no newer writer, so the writer opens again. A failed transaction drops the producer
+ran with this slot's id (recovery/progress_sweep.py) is no newer writer, so the writer opens
+again. A failed transaction drops the producer
 (aborting what it had open); the next one opens again, which re-checks and re-settles, and every
 partition of the slot then starts from that settled progress: another writer (a concurrent run)
 may have held the slot in between and copied them.
@@ -51,8 +52,12 @@ from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob, Fenced
-from mirrorflow.replicate.copy.landed import landed_check
-from mirrorflow.replicate.copy.progress_sweep import end_hanging_progress, fenced_producer, swept_since
+from mirrorflow.replicate.copy.recovery.landed import landed_check
+from mirrorflow.replicate.copy.recovery.progress_sweep import (
+    end_hanging_progress,
+    fenced_producer,
+    swept_since,
+)
 from mirrorflow.replicate.progress import ProgressBlocked, Stored
 
 if TYPE_CHECKING:
@@ -90,7 +95,7 @@ class SlotWriter:
         self._given: dict[str, str] = {}
         """Source topic -> remote topic of the topics this writer was given (a micro-batch window
         finds new ones after its plan); with the plan's (job.remote_topics, shared by every
-        writer, not copied into each), what a landed check reads (copy/landed.py) when a settle
+        writer, not copied into each), what a landed check reads (copy/recovery/landed.py) when a settle
         meets a hanging progress record."""
 
     # -- what the writer knows ------------------------------------------------------------------
@@ -241,9 +246,9 @@ class SlotWriter:
             progress.settle(keys)
 
     def _sweep_progress(self, stuck: dict[int, int], watch: ClusterWatch) -> None:
-        """End the hanging transactions that held a settle (progress_sweep.py), with this writer's
+        """End the hanging transactions that held a settle (recovery/progress_sweep.py), with this writer's
         own producer where the slot's id is the one that ends it. As the plan step does, each is
-        first checked for a copy that had committed (copy/landed.py): its progress is then
+        first checked for a copy that had committed (copy/recovery/landed.py): its progress is then
         written again; one of a topic this writer does not know is left open and reported (the
         next plan, which knows every topic of the flow, ends it)."""
         job = self.job

@@ -3,7 +3,7 @@
 A transaction open in a remote partition after the slot's writer opened is no live writer's of
 this slot (init_transactions ended the slot's own), so whatever holds it open will never end it:
 a crash, and a restarted broker that dropped the transaction's marker in this partition. What it
-is decides what ending it costs (recovery.py): one that never committed is aborted by a sweep
+is decides what ending it costs (decision.py): one that never committed is aborted by a sweep
 (hanging.py); one that committed (its progress, in another partition, kept its marker) is
 aborted too, and its partition's progress goes back to just before its records, which are copied
 again; one that cannot be told stops the partition with Kafka's command, and nothing is ended.
@@ -14,17 +14,20 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Message, Producer
 
 from mirrorflow.kafka import ClusterWatch
-from mirrorflow.replicate.copy import hanging, recovery
 from mirrorflow.replicate.copy.calls import flush_all, retrying
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.counters import stats
-from mirrorflow.replicate.copy.writer import SlotWriter
+from mirrorflow.replicate.copy.recovery import decision, hanging
 from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import Stored, progress_record
+
+if TYPE_CHECKING:
+    from mirrorflow.replicate.copy.writer import SlotWriter
 
 log = logging.getLogger("mirrorflow.replicate.copy")
 
@@ -55,10 +58,10 @@ def ensure_clear(
     by_remote = {(c.span.remote_topic, c.span.partition): c for c in copies}
     bootstrap = str(job.target_producer.get("bootstrap.servers", ""))
     refused: dict[Where, hanging.HangingTransaction] = {}
-    committed: dict[Where, recovery.OpenData] = {}
+    committed: dict[Where, decision.OpenData] = {}
     for where, stable in sorted(stuck.items()):
         found = _classify(writer, by_remote[where], where, stable)
-        if found.verdict is recovery.Verdict.UNTOLD:
+        if found.verdict is decision.Verdict.UNTOLD:
             refused[where] = hanging.unresolved(
                 {where: stable},
                 bootstrap,
@@ -66,7 +69,7 @@ def ensure_clear(
                 f"may hold records that were committed ({found.why}): an abort could lose them and a "
                 "commit could put them there twice",
             )
-        elif found.verdict is recovery.Verdict.COMMITTED:
+        elif found.verdict is decision.Verdict.COMMITTED:
             committed[where] = found
     stuck = {where: stable for where, stable in stuck.items() if where not in refused}
     if stuck:
@@ -102,18 +105,18 @@ def ensure_clear(
     return refused
 
 
-def _classify(writer: SlotWriter, copy: PartitionCopy, where: Where, stable: int) -> recovery.OpenData:
-    """What the transaction open at `stable` in a remote partition of `copy` is (recovery.py)."""
+def _classify(writer: SlotWriter, copy: PartitionCopy, where: Where, stable: int) -> decision.OpenData:
+    """What the transaction open at `stable` in a remote partition of `copy` is (decision.py)."""
     job, span = writer.job, copy.span
 
     def next_source_record(offset: int) -> Message | None:
-        return recovery.first_record_at(
+        return decision.first_record_at(
             job.source_consumer, (span.topic, span.partition), offset, committed=True
         )
 
-    first = recovery.first_record_at(job.target_consumer, where, stable, committed=False)
+    first = decision.first_record_at(job.target_consumer, where, stable, committed=False)
     stored = writer.stored(span.topic, span.partition)
-    found = recovery.classify_open_data(
+    found = decision.classify_open_data(
         first, stored, job.source, span.topic, span.partition, next_source_record
     )
     log.warning(
@@ -129,7 +132,7 @@ def _classify(writer: SlotWriter, copy: PartitionCopy, where: Where, stable: int
 
 def _rewind(
     writer: SlotWriter,
-    found: list[tuple[PartitionCopy, recovery.OpenData]],
+    found: list[tuple[PartitionCopy, decision.OpenData]],
     producer: Producer,
     watch: ClusterWatch,
 ) -> None:

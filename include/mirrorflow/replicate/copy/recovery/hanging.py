@@ -45,7 +45,7 @@ from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.replicate.copy.calls import abort, flush_all
 from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.job import CopyError
-from mirrorflow.replicate.copy.recovery import SWEEP_CONNECTOR, SWEEP_HEADER
+from mirrorflow.replicate.copy.recovery.decision import SWEEP_CONNECTOR, SWEEP_HEADER
 
 SWEEP_KEY = b"mirrorflow.sweep"
 CLOSE_WAIT_S = 10.0

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaException, Message, TopicPartition
 
 from mirrorflow.kafka import UNKNOWN, KafkaCallError, read_partition, reader
 from mirrorflow.policy.provenance import ProvenanceError, is_loop, read_provenance
-from mirrorflow.replicate.copy.recovery import same_record
+from mirrorflow.replicate.copy.recovery.decision import same_record
 
 # How far back from the last stable offset the last committed record is looked for (aborted
 # records and markers lie between), and how long a read may take.

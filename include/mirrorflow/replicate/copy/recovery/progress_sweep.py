@@ -9,7 +9,7 @@ run, which reads all of the flow's progress before anything copies: the first re
 transaction names the source partition whose progress it is, hence the writer slot (or the older
 per-partition id) that wrote it, and a transaction of that id that writes a sweep record and
 aborts ends it. Every key of that slot in the open range is the same transaction's, and each
-whose copy had committed is written again after the abort (recovery.py decides which). What no
+whose copy had committed is written again after the abort (decision.py decides which). What no
 id of the flow can end stops with Kafka's command (hanging.unresolved).
 
 Several workers may meet one hanging transaction at once (they settle progress partitions that
@@ -38,7 +38,6 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mirrorflow.kafka import ClusterWatch
 from mirrorflow.mm2.connect_offsets import decode_offset_value
-from mirrorflow.replicate.copy import hanging, recovery
 from mirrorflow.replicate.copy.calls import (
     drop,
     flush_all,
@@ -49,7 +48,8 @@ from mirrorflow.replicate.copy.calls import (
     topic_metadata,
 )
 from mirrorflow.replicate.copy.ids import older_ids, slot_transactional_id
-from mirrorflow.replicate.copy.landed import Landed
+from mirrorflow.replicate.copy.recovery import decision, hanging
+from mirrorflow.replicate.copy.recovery.landed import Landed
 
 log = logging.getLogger("mirrorflow.replicate.copy")
 
@@ -121,8 +121,8 @@ def end_hanging_progress(
     with that id (which would fence the caller).
 
     The open transaction may hold the progress of several source partitions (a shared
-    transaction whose keys hash to one progress partition: recovery.held_progress finds them
-    all). `landed` (copy/landed.py) tells, for each, whether its copy had been committed in its
+    transaction whose keys hash to one progress partition: decision.held_progress finds them
+    all). `landed` (copy/recovery/landed.py) tells, for each, whether its copy had been committed in its
     remote partition (a restarted broker can drop a commit's marker in one partition and keep it
     in another): those records are written again, committed, once the abort has ended the
     transaction; when that cannot be told for any of them the transaction is left open and
@@ -166,7 +166,7 @@ def _end_one(
     if not stable <= offset < high:
         log.info("%s-%d: the transaction that hung there from offset %d was ended meanwhile", *where, offset)
         return True
-    held = recovery.held_progress(target_consumer, where, offset, high, source)
+    held = decision.held_progress(target_consumer, where, offset, high, source)
     if held is None:
         return False
     restore: list[tuple[bytes | None, bytes | None]] = []
