@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.replicate.copy import landed
+from mirrorflow.replicate.copy.recovery import landed
 
 
 @pytest.fixture
