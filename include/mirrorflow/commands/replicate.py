@@ -38,9 +38,11 @@ from mirrorflow.commands.flow_args import (
 )
 from mirrorflow.commands.run_display import CopyProgress, print_outcome, print_plan, progress_bar
 from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.ops.request_check import check_request
 from mirrorflow.replicate import run_reading, runner, runs, service
 from mirrorflow.replicate.copy import CopyJob, UnitResult
 from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.planner import with_topics
 from mirrorflow.replicate.watch import ProgressWatcher
 
 MIGRATE_PASSES = 3  # a migration re-runs unfinished partitions up to this many times in all
@@ -188,6 +190,19 @@ def run_flow(
 # -- the commands ---------------------------------------------------------------------------
 
 
+def refuse_empty_migration(
+    flow: FlowConfig, clients: FlowClients, topics: str | None, connect_timeout_s: float | None
+) -> None:
+    """A migration whose topics match nothing would copy nothing and still end OK, as if the
+    topics asked for had been moved: it is refused before anything is planned or created, with
+    the sentence the Airflow form's check gives (request_check)."""
+    asked = with_topics(flow, topics) if topics else flow
+    title = "--topics" if topics else f"{flow.name}.topics"
+    checked = check_request(asked, clients, topics_title=title, connect_timeout_s=connect_timeout_s)
+    if checked.problems:
+        raise click.ClickException(f"{flow.name} migrate did not start: " + " ".join(checked.problems))
+
+
 def _execute(
     config_file: Path,
     flow_pair: tuple[str, str],
@@ -217,6 +232,8 @@ def _execute(
             )
         clients = resolve_clients(err, flow)
         try:
+            if mode == "migrate":
+                refuse_empty_migration(flow, clients, topics, connect_timeout)
             if micro_batch:
                 from mirrorflow.commands.window import run_window  # it imports this module
 
@@ -355,7 +372,8 @@ def migrate_command(
     output: str,
 ) -> None:
     """Copy everything up to a point in time (any two clusters of the config): the end offsets are
-    fixed when the run starts, unfinished partitions are retried, and the counts are shown per topic."""
+    fixed when the run starts, unfinished partitions are retried, and the counts are shown per topic.
+    Topics that match no topic of the source are refused before anything runs (exit 1)."""
     _execute(
         config_file,
         flow_pair,

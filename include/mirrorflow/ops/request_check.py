@@ -68,10 +68,11 @@ def check_request(
     until_ms: int | None = None,
     until_title: str = "",
     copies: bool = True,
+    connect_timeout_s: float | None = None,
 ) -> RequestCheck:
     """`flow` carries the request's topics (planner.with_topics). Both clusters must answer
-    (ClusterUnreachable otherwise, naming the one that does not)."""
-    check_reachable(flow, clients)
+    within `connect_timeout_s` (ClusterUnreachable otherwise, naming the one that does not)."""
+    check_reachable(flow, clients, connect_timeout_s)
     admin = admin_client(clients.source_admin)
     listed = admin.list_topics(timeout=TIMEOUT_S).topics
     healthy = {name: meta for name, meta in listed.items() if meta.error is None}
@@ -87,7 +88,7 @@ def check_request(
         holds = f"it has {len(candidates)}: {_some(candidates)}" if candidates else "it has none"
         done = "copied" if copies else "verified"
         result.problems.append(
-            f"{topics_title}: {flow.topics[0]!r} matches no topic of {flow.source} that can be {done} "
+            f"{topics_title}: {', '.join(flow.topics)!r} matches no topic of {flow.source} that can be {done} "
             f"({holds}); the expression must match whole names, as {flow.source} calls them."
         )
     if groups_regex is not None:
