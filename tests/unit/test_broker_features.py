@@ -58,3 +58,17 @@ def test_what_an_old_broker_lacks_is_said_with_what_mirrorflow_falls_back_to() -
     assert meaning(far)[0].startswith("transactions v2")
     assert any("round trip 52 ms" in n for n in meaning(far))
     assert release_name(far.finalized) == "level 99, newer than 4.4-IV2"
+
+
+def test_transactions_v2_is_said_as_the_broker_s_not_mirrorflow_s() -> None:
+    """librdkafka does not speak transactions v2: no epoch bump per transaction for mirrorflow."""
+    [note] = [
+        n
+        for n in meaning(
+            BrokerFeatures("h:1", {3: 12, 22: 5}, {"transaction.version": 2, "group.version": 1}, 0.4)
+        )
+        if "transactions" in n
+    ]
+    assert "bumps" not in note
+    assert "classic protocol" in note and "one epoch per producer session" in note
+    assert "\n" not in note and len(note) < 180

@@ -6,9 +6,10 @@ Read from each cluster's ApiVersions answer (broker_features.py), asked once per
 
 - `metadata.version`, finalized by every KRaft cluster, names the release whose features the
   cluster runs (a 4.4 broker not yet finalized after an upgrade from 3.9 still runs 3.9-IV0);
-- `transaction.version` 2 (Kafka 4.0+, KIP-890): the producer epoch is bumped on every
-  transaction. Below it librdkafka uses the earlier protocol, and mirrorflow's exactly-once
-  copies rest on its own fencing and hanging-transaction check, as they do everywhere;
+- `transaction.version` 2 (Kafka 4.0+, KIP-890): the broker could bump a producer's epoch on
+  every transaction, but librdkafka speaks only the classic protocol, so mirrorflow's writers keep
+  one epoch per producer session on every cluster, and its exactly-once copies rest on its own
+  fencing and its classification of transactions a crash leaves open, as they do everywhere;
 - topic IDs in Metadata answers (v10+, Kafka 2.8+): mirrorflow records which incarnation of a
   topic its state belongs to by ID; without them it can only go by name;
 - `group.version` 1 (Kafka 4.0+, KIP-848): consumers of the new group protocol can only join
@@ -121,7 +122,10 @@ def meaning(features: BrokerFeatures) -> list[str]:
             "epoch bump"
         )
     else:
-        notes.append("transactions v2 (KIP-890): each transaction bumps the writer's epoch")
+        notes.append(
+            "transactions v2 (KIP-890) on the broker; mirrorflow's librdkafka writers use the classic "
+            "protocol: one epoch per producer session, transactions left open classified by mirrorflow"
+        )
     if api.get(API_METADATA, 0) < METADATA_WITH_TOPIC_IDS:
         notes.append(
             "no topic IDs (Kafka < 2.8): mirrorflow goes by topic names only, so a topic deleted and "
