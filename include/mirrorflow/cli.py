@@ -11,8 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from mirrorflow.commands.console import make_console
-from mirrorflow.config import ConfigError, MirrorConfig, Problem, parse_config, validate
+from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, parse_config, validate
 from mirrorflow.config.flow_checks import nothing_replicated
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions, slow_link_problems
 from mirrorflow.ops.preflight import preflight
 
@@ -157,7 +158,18 @@ def _clusters_table(config: MirrorConfig) -> Table:
 
 def _flows_table(config: MirrorConfig) -> Table:
     table = Table(title="Flows")
-    for column in ("flow", "replicates", "heartbeats", "policy", "topics", "groups", "schedule", "delivery"):
+    columns = (
+        "flow",
+        "replicates",
+        "heartbeats",
+        "policy",
+        "topics",
+        "groups",
+        "mode",
+        "schedule",
+        "delivery",
+    )
+    for column in columns:
         table.add_column(column, overflow="fold")
     for source, target in config.pairs():
         replicates = config.replication_enabled(source, target)
@@ -172,10 +184,20 @@ def _flows_table(config: MirrorConfig) -> Table:
             type(flow.policy).__name__,
             ", ".join(flow.topics) if replicates else "-",
             ", ".join(flow.groups) if replicates else "-",
-            flow.replicate_schedule if replicates else "-",
+            flow.replicate_mode if replicates else "-",
+            _schedule(flow) if replicates else "-",
             flow.delivery if replicates else "-",
         )
     return table
+
+
+def _schedule(flow: FlowConfig) -> str:
+    """A micro-batch flow copies a batch every mirrorflow.microbatch.interval.ms within windows of
+    mirrorflow.microbatch.window.seconds; mirrorflow.replicate.schedule is not used for it, so its
+    cron would name a schedule the flow does not run on."""
+    if flow.replicate_mode == MICRO_BATCH:
+        return f"every {flow.microbatch_interval_ms:,} ms, in windows of {flow.microbatch_window_seconds:,} s"
+    return flow.replicate_schedule
 
 
 _register_commands()

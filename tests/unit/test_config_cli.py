@@ -93,3 +93,22 @@ def test_connect_waits_for_a_config_without_errors(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "--connect skipped: fix the errors first" in result.output
     assert "3 error(s)" in result.output
+
+
+def test_flows_show_their_mode_and_a_micro_batch_flow_its_interval_and_window(tmp_path: Path) -> None:
+    code, output = _run(
+        tmp_path,
+        GOOD
+        + "backup->primary.enabled = true\n"
+        + "backup->primary.mirrorflow.replicate.mode = micro-batch\n"
+        + "backup->primary.mirrorflow.microbatch.interval.ms = 2000\n"
+        + "backup->primary.mirrorflow.microbatch.window.seconds = 600\n",
+    )
+    assert code == 0, output
+    [header] = [line for line in output.splitlines() if line.startswith("┃ flow ")]
+    assert "┃ mode " in header
+    [batch] = [line for line in output.splitlines() if line.startswith("│ primary->backup ")]
+    [micro] = [line for line in output.splitlines() if line.startswith("│ backup->primary ")]
+    assert "│ batch " in batch and "*/5 * * * *" in batch
+    assert "│ micro-batch " in micro and "every 2,000 ms, in windows of 600 s" in micro
+    assert "*/5" not in micro
