@@ -44,8 +44,14 @@ def log_failover(result: FailoverResult) -> None:
 
 
 def refused_message(result: FailoverResult) -> str:
-    moved = "would have moved" if result.dry_run else "moved"
-    return f"{len(result.refused)} group(s) not moved ({len(result.committed)} {moved}): " + " ".join(
+    """A dry run commits nothing: its count is of the groups it would have moved."""
+    from mirrorflow.ops.failover import WOULD_COMMIT
+
+    if result.dry_run:
+        moved = f"{len({r.group for r in result.rows if r.action == WOULD_COMMIT})} would have moved"
+    else:
+        moved = f"{len(result.committed)} moved"
+    return f"{len(result.refused)} group(s) not moved ({moved}): " + " ".join(
         f"{why.rstrip('.')}." for why in result.refused.values()
     )
 

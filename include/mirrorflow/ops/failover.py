@@ -274,16 +274,30 @@ def failover(
             f"placed with MM2's own translation (one record past its nearest offset-sync), so a group re-reads up "
             f"to about offset.lag.max ({flow.offset_lag_max}) records there and skips none (status mm2)"
         )
-    log.info(
-        "%s %s -> %s (%s): %d groups committed, %d refused",
-        "dry run of failover" if dry_run else "failover",
-        source,
-        target,
-        result.mode,
-        len(result.committed),
-        len(result.refused),
-    )
+    log.info("%s", outcome_line(result))
     return result
+
+
+def outcome_line(result: FailoverResult) -> str:
+    """The log's one line on a failover. A migration previews before its cut-over and holds the
+    cut-over against a fresh preview, so a preview's line ends up just above the commit's: it must
+    not read as a cut-over that committed nothing, nor "live" (the offsets' source) as its kind."""
+    offsets = (
+        f"offsets from the checkpoints on {result.target}"
+        if result.mode == CHECKPOINTS
+        else f"offsets translated from {result.source}"
+    )
+    refused = f", {len(result.refused)} refused"
+    if result.dry_run:
+        movable = {r.group for r in result.rows if r.action == WOULD_COMMIT}
+        return (
+            f"preview (dry run) of failover {result.source} -> {result.target}, {offsets}: nothing committed; "
+            f"{len(movable)} group(s) would move{refused}"
+        )
+    return (
+        f"failover {result.source} -> {result.target}, {offsets}: {len(result.committed)} group(s) "
+        f"committed on {result.target}{refused}"
+    )
 
 
 __all__ = [
@@ -299,4 +313,5 @@ __all__ = [
     "FailoverResult",
     "FailoverRow",
     "failover",
+    "outcome_line",
 ]
