@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from mirrorflow.cli import main
 from mirrorflow.config import Problem, load_config, parse_config, validate
 from mirrorflow.config.problems import printable, warning
-from mirrorflow.config.properties import key_lines
+from mirrorflow.config.properties import key_lines, raw_values
 
 TWO = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 
@@ -162,3 +162,21 @@ def test_control_characters_are_escaped_in_every_finding() -> None:
 def test_key_lines_follow_continuations_and_escapes() -> None:
     text = "# c\nlist = a, \\\n  b\n\nkey\\ with\\ space = 1\nA->B.enabled: true\nlast\n"
     assert key_lines(text) == {"list": 2, "key with space": 5, "A->B.enabled": 6, "last": 7}
+
+
+def test_a_regex_backslash_java_drops_is_said_with_what_it_became_and_how_to_keep_it() -> None:
+    problem = _one(TWO + "A->B.topics = trickle\\..*, orders\\\\.eu\n", "A->B.topics")
+    assert not problem.is_error
+    assert problem.message.startswith("line 5: Java's Properties drops a backslash")
+    assert "(\\.)" in problem.message
+    assert "reaches MM2 as A->B.topics = trickle..*, orders\\.eu" in problem.message
+    assert problem.fix.startswith("write A->B.topics = trickle\\\\..*, orders\\\\.eu ")
+    assert parse_config(TWO + "A->B.topics = trickle\\..*\n").flow("A", "B").topics == ("trickle..*",)
+    assert "(\\d, \\.)" in _one(TWO + "topics.exclude = \\d+\\.tmp\n", "topics.exclude").message
+    quiet = TWO + "topics = orders\\\\.eu, tab\\tx\nA.consumer.client.id = a\\.b\n"
+    assert not {"topics", "A.consumer.client.id"} & set(_problems(quiet))
+
+
+def test_raw_values_are_the_values_as_written() -> None:
+    text = "a = x\\.y\nb: p\\\n   q\\d\nc   \\u0041\\.\na = last\\.\n"
+    assert raw_values(text) == {"a": "last\\.", "b": "pq\\d", "c": "\\u0041\\."}

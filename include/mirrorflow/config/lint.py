@@ -1,5 +1,9 @@
 """Findings for configs copied from blog posts and other tools' docs.
 
+A regex copied from Java source or a regex tester (`topics = trickle\\..*`) loses its backslashes:
+Java's Properties reads `\\.` as `.`, so MM2 matches `trickle` then any character. mirrorflow
+reads it as MM2 does and says what it became and how to keep the backslash (`\\\\.`).
+
 Java's Properties has no quoting and no end-of-line comments: `topics = ".*" # all topics` is the
 value `".*" # all topics`, a regex that matches no topic name. MM2 splits list values on commas
 and joins the items as regexes with `|`, so a glob such as `*.internal` is an invalid regex in
@@ -32,6 +36,10 @@ REGEX_KEYS = frozenset(
 _FLOW_PREFIX = re.compile(r"^[^.]*->[^.]*\.")
 _TRAILING_COMMENT = re.compile(r"\s+[#!]")
 _QUOTES = ('"', "'")
+# A backslash and what it escapes, as Java's Properties reads a value. Of these it keeps a meaning
+# for \\, \t, \n, \r, \f and \uXXXX; before any other character the backslash is dropped.
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_READ_ESCAPES = "\\tnrfu"
 
 
 def setting_name(key: str) -> str:
@@ -120,6 +128,35 @@ def _lint(key: str, value: str, where: str, source: str) -> list[Problem]:
     if globs:
         fix += " (" + "; ".join(globs) + ")"
     return [warning(key, f"{where}{'; '.join(notes)}: MM2 reads {key} = {shown}{consequence}", fix)]
+
+
+def lint_dropped_escapes(
+    values: Mapping[str, str], raw: Mapping[str, str], lines: Mapping[str, int]
+) -> list[Problem]:
+    """A regex written as in Java source or a regex tester (`trickle\\..*`): Java's Properties
+    reads `\\.` as `.`, so MM2 matches `trickle` followed by any character. Parsed as MM2 parses
+    it; only said, with the value it became and the line that keeps the backslash."""
+    problems = []
+    for key, written in raw.items():
+        if setting_name(key) not in REGEX_KEYS or key not in values:
+            continue
+        dropped = [m.group(0) for m in _ESCAPE.finditer(written) if m.group(1)[0] not in _READ_ESCAPES]
+        if not dropped:
+            continue
+        kept = _ESCAPE.sub(
+            lambda m: m.group(0) if m.group(1)[0] in _READ_ESCAPES else "\\" + m.group(0), written
+        )
+        where = f"line {lines[key]}: " if key in lines else ""
+        problems.append(
+            warning(
+                key,
+                f"{where}Java's Properties drops a backslash before a character it does not escape "
+                f"({', '.join(dict.fromkeys(dropped))}), so the regex written {written} reaches MM2 as "
+                f"{key} = {values[key]}",
+                f"write {key} = {kept} (a regex's backslash is \\\\ in a properties file: \\\\. for a literal dot)",
+            )
+        )
+    return problems
 
 
 def lint_patterns(key: str, value: str, where: str) -> list[Problem]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jproperties import ParseError, Properties
 
-from mirrorflow.config.lint import lint_values
+from mirrorflow.config.lint import lint_dropped_escapes, lint_values
 from mirrorflow.config.problems import ConfigError, Problem, error, warning
 
 # Control characters that never appear in a text file (tab, line feed, form feed and carriage
@@ -119,17 +119,30 @@ def _unescape_key(raw: str) -> str:
     return _KEY_ESCAPE.sub(one, raw)
 
 
-def key_lines(text: str) -> dict[str, int]:
-    """The line each key was last set on, for findings that point at the line to edit."""
-    found: dict[str, int] = {}
+def _entries(text: str) -> list[tuple[int, str, str]]:
+    """(line, key, value as written: escapes not yet read) of each key/value line, in file order."""
+    found = []
     for number, line in _logical_lines(text):
         stripped = line.lstrip(" \t\f")
         if not stripped or stripped[0] in "#!":
             continue
         end = _KEY_END.search(stripped)
         raw_key = stripped if end is None else stripped[: end.end() - 1]
-        found[_unescape_key(raw_key)] = number
+        rest = "" if end is None else stripped[end.end() - 1 :].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        found.append((number, _unescape_key(raw_key), rest))
     return found
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line each key was last set on, for findings that point at the line to edit."""
+    return {key: number for number, key, _ in _entries(text)}
+
+
+def raw_values(text: str) -> dict[str, str]:
+    """Each key's last value as written in the file, before Java reads its escapes."""
+    return {key: raw for _, key, raw in _entries(text)}
 
 
 def parse_properties(text: str, source: str = "<text>") -> PropertiesFile:
@@ -163,6 +176,7 @@ def parse_properties(text: str, source: str = "<text>") -> PropertiesFile:
     ]
     lines = key_lines(text.removeprefix("\ufeff"))
     problems += lint_values(recorded, lines, source)
+    problems += lint_dropped_escapes(recorded, raw_values(text.removeprefix("\ufeff")), lines)
     return PropertiesFile(source, dict(recorded), problems, lines)
 
 
