@@ -36,7 +36,9 @@ from mirrorflow.commands.flow_args import (
     parse_until_option,
     resolve_clients,
 )
+from mirrorflow.commands.outcome import RunOutcome, finish_run
 from mirrorflow.commands.run_display import CopyProgress, print_outcome, print_plan, progress_bar
+from mirrorflow.commands.window import run_window
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.ops.request_check import check_request
 from mirrorflow.replicate import run_reading, runner, runs, service
@@ -78,51 +80,6 @@ def unfinished(plan: Plan, results: list[UnitResult]) -> Plan | None:
     left = {(r.topic, r.partition) for r in results if not r.ok or r.progress < r.planned_end - 1}
     spans = tuple(s for s in plan.units() if (s.topic, s.partition) in left)
     return dataclasses.replace(plan, spans=spans) if spans else None
-
-
-@dataclasses.dataclass
-class RunOutcome:
-    planned: dict[str, Any]
-    plan: Plan
-    summary: dict[str, Any]
-    passes: int
-    failure: str | None = None
-
-
-def _stored_summary(clients: FlowClients, plan: Plan, plan_offset: int) -> dict[str, Any]:
-    summaries = run_reading.wait_for_run_records(
-        clients.target_consumer, plan.flow, plan.run_id, "summary", start=plan_offset
-    )
-    return summaries[-1]
-
-
-def finish_run(
-    config: MirrorConfig,
-    flow: FlowConfig,
-    clients: FlowClients,
-    planned: dict[str, Any],
-    plan: Plan,
-    plan_offset: int,
-    passes: int,
-    failure: str | None = None,
-) -> RunOutcome:
-    """The run's outcome with its summary: the one report_run stores, or, when the report finds
-    the run failed, the summary it stored anyway (`failure` first, else the report's reason)."""
-    try:
-        summary = service.report_run(
-            config,
-            flow.source,
-            flow.target,
-            run_id=plan.run_id,
-            plan_offset=plan_offset,
-            topic_errors=planned["topic_errors"],
-            topic_errors_count=planned["topic_errors_count"],
-        )
-    except service.RunFailed as exc:
-        return RunOutcome(
-            planned, plan, _stored_summary(clients, plan, plan_offset), passes, failure or str(exc)
-        )
-    return RunOutcome(planned, plan, summary, passes, failure)
 
 
 def run_flow(
@@ -235,8 +192,6 @@ def _execute(
             if mode == "migrate":
                 refuse_empty_migration(flow, clients, topics, connect_timeout)
             if micro_batch:
-                from mirrorflow.commands.window import run_window  # it imports this module
-
                 outcome = run_window(
                     console,
                     config,

@@ -3,22 +3,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from mirrorflow.commands.window import window_line
+from mirrorflow.commands.outcome import RunOutcome
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import worst_rows
 from mirrorflow.replicate.tables import summary_table
 from mirrorflow.replicate.watch import Figures, RunProgress, UnitKey
-
-if TYPE_CHECKING:
-    from mirrorflow.commands.replicate import RunOutcome
-
+from mirrorflow.replicate.window.figures import ended_text
 
 TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
 
@@ -131,6 +128,21 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
 
 
 LOST_LINES = 20
+
+
+def window_line(summary: dict) -> str:
+    """The window's own figures in one line: how long, how many batches, its lag, how it ended."""
+    window = summary.get("window", {})
+    lag = window.get("lag_s") or {}
+
+    def secs(name: str) -> str:
+        value = lag.get(name)
+        return "-" if value is None else f"{value:.2f}s"
+
+    return (
+        f"window of {summary['seconds']:.1f}s: {window.get('batches', 0):,} batches over {window.get('tasks', 0)} "
+        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended_text(window)}"
+    )
 
 
 def print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:

@@ -14,29 +14,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from mirrorflow.clients import FlowClients
+from mirrorflow.commands.outcome import RunOutcome, finish_run
+from mirrorflow.commands.run_display import print_plan
 from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.replicate import run_reading, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.window.driver import WindowDriver
-from mirrorflow.replicate.window.figures import ended_text
 from mirrorflow.replicate.window.local import LocalTasks
 from mirrorflow.replicate.window.settings import window_settings
 from mirrorflow.replicate.window.share import task_count
-
-
-def window_line(summary: dict) -> str:
-    """The window's own figures in one line: how long, how many batches, its lag, how it ended."""
-    window = summary.get("window", {})
-    lag = window.get("lag_s") or {}
-
-    def secs(name: str) -> str:
-        value = lag.get(name)
-        return "-" if value is None else f"{value:.2f}s"
-
-    return (
-        f"window of {summary['seconds']:.1f}s: {window.get('batches', 0):,} batches over {window.get('tasks', 0)} "
-        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended_text(window)}"
-    )
 
 
 def run_window(
@@ -48,10 +34,7 @@ def run_window(
     run_id: str,
     window_s: float | None,
     connect_timeout_s: float | None,
-):  # -> commands.replicate.RunOutcome (imported here: that module imports this one)
-    from mirrorflow.commands.replicate import RunOutcome, finish_run
-    from mirrorflow.commands.run_display import print_plan
-
+) -> RunOutcome:
     planned = service.plan_run(
         config, flow.source, flow.target, run_id=run_id, connect_timeout_s=connect_timeout_s
     )
