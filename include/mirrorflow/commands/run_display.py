@@ -15,7 +15,7 @@ from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import worst_rows
 from mirrorflow.replicate.tables import summary_table
 from mirrorflow.replicate.watch import Figures, RunProgress, UnitKey
-from mirrorflow.replicate.window.figures import ended_text
+from mirrorflow.replicate.window.summary import window_sentences
 
 TOPIC_ROWS = 20  # topics with their own progress row; the total row always shows
 
@@ -130,21 +130,6 @@ def print_plan(console: Console, planned: dict[str, Any], plan: Plan) -> None:
 LOST_LINES = 20
 
 
-def window_line(summary: dict) -> str:
-    """The window's own figures in one line: how long, how many batches, its lag, how it ended."""
-    window = summary.get("window", {})
-    lag = window.get("lag_s") or {}
-
-    def secs(name: str) -> str:
-        value = lag.get(name)
-        return "-" if value is None else f"{value:.2f}s"
-
-    return (
-        f"window of {summary['seconds']:.1f}s: {window.get('batches', 0):,} batches over {window.get('tasks', 0)} "
-        f"task(s); lag p50 {secs('p50')}, p99 {secs('p99')}, max {secs('max')}; tasks ended: {ended_text(window)}"
-    )
-
-
 def print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
     summary = outcome.summary
     if outcome.plan.spans:
@@ -157,7 +142,8 @@ def print_outcome(console: Console, err: Console, outcome: RunOutcome) -> None:
         highlight=False,
     )
     if "window" in summary:
-        console.print(window_line(summary), highlight=False)
+        for line in window_sentences(summary, records=False):
+            console.print(escape(line), highlight=False)
     for gone in summary.get("lost", [])[:LOST_LINES]:
         ranges = ", ".join(f"{start}-{end - 1}" for start, end in gone["offsets"])
         console.print(

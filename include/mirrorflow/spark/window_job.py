@@ -4,7 +4,8 @@
 One Spark application per window (one replicate DAG run of a micro-batch flow). The driver reads
 the plan the plan task stored, deals the writer slots over min(tasks.max, slots in use, the task
 slots Spark offers) long-running tasks, each holding a copy worker for the whole window
-(replicate/window), and logs a line every few seconds with the records copied and the lag. A
+(replicate/window), logs a line every few seconds with the records copied and the lag, and ends
+with the window's summary in sentences (replicate/window/summary.py). A
 task slot Spark does not offer would leave a task waiting for the whole window, so the tasks
 never outnumber spark.default.parallelism (in local[N] mode, N; on a cluster, its cores).
 
@@ -23,9 +24,9 @@ from collections.abc import Iterator
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.runner import copy_job_for
 from mirrorflow.replicate.window.driver import WindowDriver
-from mirrorflow.replicate.window.figures import ended_text
 from mirrorflow.replicate.window.settings import WindowSettings, clock, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
+from mirrorflow.replicate.window.summary import window_sentences
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
 from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, read_plan, run_slices
 
@@ -99,20 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     result = driver.run(launch, tasks)
-    totals = result.report.totals()
-    window = result.report.window
-    log.info(
-        "window %s of %s: %s records, %s bytes, %s batches; lag p50 %s s, p99 %s s, max %s s; tasks ended: %s",
-        run_id,
-        flow.name,
-        f"{totals['records']:,}",
-        f"{totals['bytes']:,}",
-        f"{window.get('batches', 0):,}",
-        window.get("lag_s", {}).get("p50"),
-        window.get("lag_s", {}).get("p99"),
-        window.get("lag_s", {}).get("max"),
-        ended_text(window),
-    )
+    for line in window_sentences(result.report.summary(), name=f"Window {run_id} of {flow.name}"):
+        log.info("%s", line)
     if result.error:
         log.error("%s", result.error)
     if not result.report.ok:

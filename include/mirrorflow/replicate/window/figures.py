@@ -159,18 +159,3 @@ def lag_line(flow: str, merged: Mapping[str, Any], *, previous_records: int = 0,
         f"p50 {secs(recent['p50'])}, p99 {secs(recent['p99'])} (last minutes); "
         f"{merged['partitions']:,} partitions, {merged['tasks']} task(s), {merged['batches']:,} batches"
     )
-
-
-def ended_text(window: Mapping[str, Any]) -> str:
-    """How a window's tasks ended ("2 handed over, 1 window over"), and what the attempts lost
-    on the way had copied: Spark runs a task again when its executor is lost, and the lost
-    attempt's records, committed, are known only from its last status."""
-    stopped = window.get("stopped") or {}
-    text = ", ".join(f"{count} {why}" for why, count in sorted(stopped.items())) or "-"
-    lost = window.get("lost_attempts") or {}
-    if lost.get("count"):
-        text += (
-            f"; {lost['count']} task attempt(s) lost mid-window had copied {lost['records']:,} records "
-            f"({lost['bytes']:,} bytes) by their last status, committed and not in the per-partition figures"
-        )
-    return text
