@@ -8,17 +8,20 @@ import dataclasses
 import random
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig
 from mirrorflow.replicate import run_reading, runner, service
+from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.local import LocalTasks
-from mirrorflow.replicate.window.settings import window_settings
-from mirrorflow.replicate.window.share import task_count
+from mirrorflow.replicate.window.settings import WindowSettings, window_settings
+from mirrorflow.replicate.window.share import Assignment, task_count
+from mirrorflow.replicate.window.task import TaskOutcome, run_task
 
 from .kafkatools import read_topic
 
@@ -59,12 +62,29 @@ class SteadyProducer(threading.Thread):
         return self.sent
 
 
+class ThreadTasks:
+    """A window's tasks in threads of the test's own process (where LocalTasks spawns processes),
+    so that what they log reaches pytest's caplog; `stop()` as LocalTasks.stop."""
+
+    def __init__(self, job: CopyJob, settings: WindowSettings) -> None:
+        self.job, self.settings = job, settings
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def __call__(self, assigned: list[Assignment]) -> list[TaskOutcome]:
+        with ThreadPoolExecutor(len(assigned), thread_name_prefix="window-task") as pool:
+            return list(pool.map(lambda a: run_task(self.job, self.settings, a, self._stop.is_set), assigned))
+
+
 class WindowRun(threading.Thread):
     """One window of source->target with local worker processes, as `mirrorflow replicate` runs
     it, in a thread of the test (`handover`: it waits for a next window to take over, as a DAG
     run's window does, for `handover_s` at most, by default its length: a loaded machine may
     need longer to start the next one). `stop()` ends it after the batch in flight, as Ctrl-C
-    does."""
+    does. `in_process`: its tasks run in threads of the test's process (ThreadTasks). The lines
+    its driver would print are in `lines`."""
 
     def __init__(
         self,
@@ -76,6 +96,7 @@ class WindowRun(threading.Thread):
         handover_s: float | None = None,
         source: str = "A",
         target: str = "B",
+        in_process: bool = False,
     ) -> None:
         super().__init__(name=f"window-{run_id}", daemon=True)
         self.flow = config.flow(source, target)
@@ -89,11 +110,13 @@ class WindowRun(threading.Thread):
         )
         if handover_s is not None:
             settings = dataclasses.replace(settings, handover_s=handover_s)
-        self.tasks = LocalTasks(runner.copy_job_for(self.flow, self.clients, plan), settings)
-        self.driver = WindowDriver(
-            self.flow, self.clients, plan, planned["plan_offset"], settings, log_line=lambda _line: None
-        )
         self.count = task_count(plan)
+        job = runner.copy_job_for(self.flow, self.clients, plan)
+        self.tasks = ThreadTasks(job, settings) if in_process else LocalTasks(job, settings)
+        self.lines: list[str] = []
+        self.driver = WindowDriver(
+            self.flow, self.clients, plan, planned["plan_offset"], settings, log_line=self.lines.append
+        )
         self.outcome: WindowResult | None = None
 
     def run(self) -> None:

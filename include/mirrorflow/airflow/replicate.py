@@ -125,7 +125,8 @@ WINDOW_DOC = (
     "* **plan**: creates/grows remote topics, stores the plan the window starts from.\n"
     "* **copy**: one Spark application copies a batch every {interval} ms through the window, picks up "
     "new topics and partitions, and runs on until the next window has taken over (so two runs overlap "
-    "for a moment); its log has a line every few seconds with the records copied and the lag.\n"
+    "for a moment); its log has a line every few seconds with the records copied and the lag while "
+    "records move, and one a minute while none do.\n"
     "* **report**: stores and returns the window's figures; fails if any partition failed."
 )
 

@@ -284,7 +284,8 @@ def replicate_command(
     """One run of an enabled flow, as its replicate DAG would do it: plan, copy with local
     workers (at most tasks.max), store the report. A micro-batch flow runs one window: a batch
     every mirrorflow.microbatch.interval.ms until the window's end, a line every few seconds
-    (records, lag), Ctrl-C ends it after the batch in flight. Exits 1 if any partition failed."""
+    while records move (records, lag) and once a minute while none do, Ctrl-C ends it after the
+    batch in flight. Exits 1 if any partition failed."""
     _execute(
         config_file,
         flow_pair,

@@ -3,9 +3,10 @@
 The same window a DAG run's Spark application runs (replicate/window), its tasks in local
 processes: plan, copy every interval for the window's length (mirrorflow.microbatch.window.seconds,
 or --window), store the report and the summary beside the DAG runs'. Nothing takes over from a
-window run by hand, so it ends at its end, with exit 0 when every partition is copied. It prints a
-line every few seconds (records, lag) instead of a progress bar; Ctrl-C ends it after the batch in
-flight, which commits whole.
+window run by hand, so it ends at its end, with exit 0 when every partition is copied. Instead of a
+progress bar it prints a line (records, lag) every few seconds while records move and once a minute
+while none do, and the window's summary in sentences at the end (run_display.print_outcome);
+Ctrl-C ends it after the batch in flight, which commits whole.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ differs. While the tasks copy, the driver:
 
 - plans the flow again every refresh.topics.interval.seconds (make_plan: remote topics created
   and grown, recreated topics noticed) and stores the plan as a `refresh` record for the tasks;
-- reads the tasks' `window` records and hands a line (records, lag) to `log_line` as they come,
-  one per task round of status (every few seconds, whatever the interval).
+- reads the tasks' `window` records and hands a line (records, lag) to `log_line`: one per task
+  round of status (every few seconds, whatever the interval) while something moves, and one a
+  minute while nothing does (figures.StatusLines).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from mirrorflow.replicate.planner import make_plan
 from mirrorflow.replicate.report import TOPIC_ROWS, RunReport, worst_rows
 from mirrorflow.replicate.runner import store_report
 from mirrorflow.replicate.window.channel import REFRESH, STATUS, RunsTail
-from mirrorflow.replicate.window.figures import lag_line, merge_status
+from mirrorflow.replicate.window.figures import StatusLines, merge_status
 from mirrorflow.replicate.window.settings import STATUS_S, WindowSettings
 from mirrorflow.replicate.window.share import Assignment, assignments
 from mirrorflow.replicate.window.task import TaskOutcome
@@ -155,7 +156,7 @@ class WindowDriver:
     def _follow(self) -> None:
         tail = RunsTail(self.clients.target_consumer, self.flow.name, (STATUS,), start=self.plan_offset)
         newest: dict[int, dict[str, Any]] = {}
-        said_at, said_records = time.monotonic(), 0
+        lines = StatusLines(self.flow.name, now=time.monotonic(), every_s=STATUS_S * 0.8)
         try:
             while not self._done.wait(1.0):
                 fresh = [r for r in tail.poll() if r.run_id == self.plan.run_id]
@@ -163,14 +164,9 @@ class WindowDriver:
                     body = json.loads(record.body)
                     newest[int(body["task"])] = body
                     self._attempts[str(body.get("attempt", ""))] = body
-                if not fresh or time.monotonic() - said_at < STATUS_S * 0.8:
-                    continue
-                merged = merge_status(newest.values())
-                now = time.monotonic()
-                self.log_line(
-                    lag_line(self.flow.name, merged, previous_records=said_records, seconds=now - said_at)
-                )
-                said_at, said_records = now, merged["records"]
+                line = lines.line(merge_status(newest.values()), time.monotonic()) if fresh else None
+                if line is not None:
+                    self.log_line(line)
         finally:
             tail.close()
 

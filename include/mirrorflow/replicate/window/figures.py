@@ -5,7 +5,8 @@ channel.py); the driver, the status page and the metrics merge the newest record
 (merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is copied, so
 merged figures are the worst any task reports (p50 the largest p50, and so on): what is merged
 never looks better than the worst task, as adding the tasks' samples up would (an idle task's
-zeros would halve a busy one's p50).
+zeros would halve a busy one's p50). The driver's log lines of those figures (lag_line) come
+when something moved, and once a minute while nothing does (StatusLines).
 """
 
 from __future__ import annotations
@@ -159,3 +160,33 @@ def lag_line(flow: str, merged: Mapping[str, Any], *, previous_records: int = 0,
         f"p50 {secs(recent['p50'])}, p99 {secs(recent['p99'])} (last minutes); "
         f"{merged['partitions']:,} partitions, {merged['tasks']} task(s), {merged['batches']:,} batches"
     )
+
+
+IDLE_LINE_S = 60.0
+"""While nothing moves, the longest between two status lines: one a minute says the window is alive."""
+
+
+class StatusLines:
+    """Which of a window's merged figures (merge_status) become a log line: one whenever something
+    moved since the last line (records copied, records waiting to be copied: lag now above zero,
+    partitions or tasks come or gone), at most one per `every_s`; while nothing moves, one per
+    `idle_s`, which says so. An idle hour is 60 lines, not one per status round (720)."""
+
+    def __init__(self, flow: str, *, now: float, every_s: float, idle_s: float = IDLE_LINE_S) -> None:
+        self.flow, self.every_s, self.idle_s = flow, every_s, idle_s
+        self.said_at = now
+        self.said = (0, 0, 0)
+        """Records, partitions and tasks as the last line said them."""
+
+    def line(self, merged: Mapping[str, Any], now: float) -> str | None:
+        """The line to log for `merged` at `now` (monotonic seconds), or None."""
+        state = (merged["records"], merged["partitions"], merged["tasks"])
+        moved = state != self.said or merged["lag_now_s"] > 0
+        quiet = now - self.said_at
+        if quiet < (self.every_s if moved else self.idle_s):
+            return None
+        text = lag_line(self.flow, merged, previous_records=self.said[0], seconds=quiet)
+        if not moved:
+            text += f"; nothing to copy in the last {quiet:.0f}s"
+        self.said_at, self.said = now, state
+        return text
