@@ -65,7 +65,31 @@ class FlowClients:
         return self.source_producer if side == "source" else self.target_producer
 
 
-def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float | None = None) -> None:
+LOST_PROBE_S = 3.0
+"""How long a caller that lost a cluster (its copy waited out the limit) asks again before it says so."""
+
+
+def unreachable_now(flow: FlowConfig, clients: FlowClients) -> ClusterUnreachable | None:
+    """The error a plan raises for a cluster of the flow that does not answer (which cluster, its
+    role, its address, why, what to check), from a short probe (LOST_PROBE_S); None when both
+    answer."""
+    try:
+        check_reachable(flow, clients, probe_s=LOST_PROBE_S)
+    except ClusterUnreachable as exc:
+        return exc
+    return None
+
+
+def lost_cluster(flow: FlowConfig, clients: FlowClients, seen: str) -> str:
+    """The sentence for a cluster a copy lost (unreachable_now's), or `seen` (what the copy saw)
+    when both clusters answer again by then."""
+    now = unreachable_now(flow, clients)
+    return seen if now is None else str(now)
+
+
+def check_reachable(
+    flow: FlowConfig, clients: FlowClients, timeout_s: float | None = None, *, probe_s: float | None = None
+) -> None:
     """Raise ClusterUnreachable, naming the cluster, its role, its address and the setting to
     check, if the source or the target does not answer a metadata request within `timeout_s`
     (default: the flow's mirrorflow.cluster.unreachable.timeout.ms, which the error then names).
@@ -73,11 +97,14 @@ def check_reachable(flow: FlowConfig, clients: FlowClients, timeout_s: float | N
     A run starts with this so that a cluster that is down fails it in seconds with one clear
     error, instead of each later call waiting out its own timeout while librdkafka logs every
     failed connection. Only the address is shown: it comes from the client config, never the
-    credentials next to it."""
+    credentials next to it.
+
+    `probe_s` asks for that long only, for a caller that has waited out the limit already (a copy
+    that lost a cluster): the error still names the limit it waited."""
     wait_s = flow.cluster_unreachable_timeout_ms / 1000 if timeout_s is None else timeout_s
     for side, alias in (("source", flow.source), ("target", flow.target)):
         config = clients.admin(side)
-        why = no_answer(config, wait_s)
+        why = no_answer(config, wait_s if probe_s is None else min(probe_s, wait_s))
         if why is None:
             continue
         conn_id = flow.airflow_connection_id(side)

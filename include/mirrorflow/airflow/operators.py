@@ -127,6 +127,14 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
             self._refuse_if_asked_to_stop("before spark-submit started; nothing was submitted")
             super().execute(context)
         except Exception as exc:
+            lost = self._output.lost if self._output is not None else None
+            if lost is not None:
+                # The copy waited out the unreachable limit already: no retry (the next run is
+                # one), and the task's error is the sentence alone.
+                from airflow.sdk.exceptions import AirflowFailException
+
+                record_error(lost)
+                raise AirflowFailException(lost) from None
             said = list(self._output.errors) if self._output is not None else []
             record_error(failure_text(exc, said))
             raise

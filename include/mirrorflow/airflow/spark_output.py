@@ -5,7 +5,8 @@ warnings and the driver's own ERROR lines all read as INFO and no log filter or 
 them out. Each line here keeps its own level: log4j's and Python logging's `<date> <time> LEVEL`,
 the JVM's `WARNING:` and Python's `...Warning:` lines; a line that continues the one before (a
 stack frame, a traceback's lines, a wrapped message) keeps that line's level. The last ERROR
-lines are kept, so a failed job can be told by what its driver said.
+lines are kept, so a failed job can be told by what its driver said, and so is the job's
+sentence for a cluster it lost (spark/outcome.py), which then is the task's whole error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import logging
 import re
 from collections import deque
 from typing import Any
+
+from mirrorflow.spark.outcome import lost_sentence
 
 _STAMPED = re.compile(r"^\S+ \S+ (TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|CRITICAL)\b")
 _PREFIXED = re.compile(r"^(WARN|WARNING|ERROR|FATAL)\b:?")
@@ -52,12 +55,17 @@ class SparkOutputLog:
         self._log = log
         self._level = logging.INFO
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)
+        self.lost: str | None = None
+        """The job's sentence for a cluster it lost (spark/outcome.py), if it said one."""
 
     def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
         if args or kwargs or not isinstance(message, str):
             self._log.info(message, *args, **kwargs)
             return
         self._level = level = line_level(message, self._level)
+        lost = lost_sentence(message)
+        if lost is not None:
+            self.lost = lost
         if level >= logging.ERROR:
             self.errors.append(message)
             self._log.error("%s", message)

@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from mirrorflow.clients import FlowClients, check_reachable
+from mirrorflow.clients import FlowClients, check_reachable, unreachable_now
 from mirrorflow.config import FlowConfig, MirrorConfig, load_config
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.kafka import KafkaCallError
@@ -165,6 +165,14 @@ def last_copy(clients: FlowClients, flow: str, summary: dict[str, Any]) -> dict[
     return previous.get("last_copy")
 
 
+def _raise_if_lost(flow: FlowConfig, clients: FlowClients, cause: BaseException) -> None:
+    """Raise ClusterUnreachable with the plan's sentence when a cluster of the flow does not
+    answer now (a short probe: the copy waited out the limit already)."""
+    now = unreachable_now(flow, clients)
+    if now is not None:
+        raise now from cause
+
+
 def report_run(
     config: MirrorConfig | str,
     source: str,
@@ -183,14 +191,22 @@ def report_run(
     `topic_errors_count` how many there were in all."""
     flow = flow_for(config, source, target, None)
     clients = FlowClients.resolve(flow, connection_extra)
-    _, _, _, plan_body = run_reading.read_run_record(clients.target_consumer, plan_offset)
-    plan = Plan.from_json(plan_body)
+    # As a plan does: a cluster that is gone (a copy lost its target) is said in one sentence
+    # within the flow's limit, not after the run-record reader's own wait.
+    check_reachable(flow, clients)
     try:
+        _, _, _, plan_body = run_reading.read_run_record(clients.target_consumer, plan_offset)
+        plan = Plan.from_json(plan_body)
         bodies = run_reading.wait_for_run_records(
             clients.target_consumer, flow.name, run_id, "report", start=plan_offset, timeout_s=wait_s
         )
     except runs.RunRecordMissing as exc:
+        _raise_if_lost(flow, clients, exc)
         raise RunFailed(f"{exc}: the copy job did not finish; see the copy task's log") from exc
+    except (KafkaCallError, KafkaException) as exc:
+        # A target that went away during the copy: "stopped before offset None" says nothing.
+        _raise_if_lost(flow, clients, exc)
+        raise
     report = RunReport.merge([RunReport.from_json(b) for b in bodies])
     lag_problem = None
     if any(unit.get("unreachable") == flow.source for unit in report.units):

@@ -3,7 +3,8 @@
 The driver reads the plan the Airflow plan task stored in the run-records topic, deals the
 plan's partitions over at most tasks.max Spark tasks (one writer per partition, as the copy
 engine requires), collects the results, stores the run report and exits non-zero if any
-partition failed. Credentials an Airflow connection holds reach the driver in the
+partition failed: with spark/outcome.LOST_EXIT and the plan's sentence for it when a cluster was
+lost (the report is then stored if the target still takes it). Credentials an Airflow connection holds reach the driver in the
 MIRRORFLOW_CONNECTION_EXTRAS environment variable (set by the operator, never in arguments)
 and travel to executors inside the task closure, never through Spark conf or the UI.
 
@@ -24,14 +25,19 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
-from mirrorflow.clients import FlowClients
+from confluent_kafka import KafkaException
+
+from mirrorflow.clients import FlowClients, lost_cluster
 from mirrorflow.config import FlowConfig, load_config
+from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
 from mirrorflow.replicate.copy import copy_slice
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import RunReport
 from mirrorflow.replicate.run_reading import read_run_record
 from mirrorflow.replicate.runner import copy_job_for, store_report
+from mirrorflow.replicate.runs import RunRecordNotStored
 from mirrorflow.replicate.watch import ProgressLog, ProgressWatcher, RunProgress, log_interval_s
+from mirrorflow.spark.outcome import LOST_EXIT, lost_line
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
 log = logging.getLogger("mirrorflow.spark.copy")
@@ -150,12 +156,34 @@ def summary_line(report: RunReport) -> str:
     )
 
 
+def lost(flow: FlowConfig, clients: FlowClients, seen: str) -> int:
+    """Say that a cluster was lost, in the plan's sentence, as the line the task reads
+    (spark/outcome.py); the job's exit code."""
+    log.error("%s", lost_line(lost_cluster(flow, clients, seen)))
+    return LOST_EXIT
+
+
+def read_plan_or_lost(flow: FlowConfig, clients: FlowClients, plan_offset: int) -> Plan | int:
+    """The plan, or LOST_EXIT (said) when the target does not answer: reading it failed with
+    "stopped before offset None" where the target was gone."""
+    try:
+        return read_plan(flow, clients, plan_offset)
+    except (KafkaCallError, KafkaException, ClusterUnreachable) as exc:
+        sentence = lost_cluster(flow, clients, "")
+        if not sentence:
+            raise
+        log.error("%s", lost_line(f"{sentence} (the plan could not be read: {exc})"))
+        return LOST_EXIT
+
+
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
     interval_s = log_interval_s()
     flow, clients = flow_and_clients(args)
-    plan = read_plan(flow, clients, args.plan_offset)
+    plan = read_plan_or_lost(flow, clients, args.plan_offset)
+    if isinstance(plan, int):
+        return plan
     run_id = plan.run_id
     job = copy_job_for(flow, clients, plan)
     started_ms = int(time.time() * 1000)
@@ -163,8 +191,18 @@ def main(argv: list[str] | None = None) -> int:
     log.info("run %s of %s: %d partitions over %d tasks", run_id, flow.name, len(plan.units()), len(slices))
     with progress_logged(flow, clients, plan, interval_s):
         results = run_slices(f"mirrorflow {flow.name} {run_id}", slices, partial(copy_slice, job))
-    report = store_report(clients, plan, results, started_ms)
+    gone = next((r for r in results if r.unreachable), None)
+    try:
+        report = store_report(clients, plan, results, started_ms)
+    except (RunRecordNotStored, KafkaCallError, KafkaException, ClusterUnreachable) as exc:
+        if gone is None:
+            raise
+        log.warning("the run's report was not stored: %s", exc)
+        return lost(flow, clients, gone.error or f"cluster {gone.unreachable} is unreachable")
     log.info("%s", summary_line(report))
+    if gone is not None:
+        log.error("%s", report.failure_message())
+        return lost(flow, clients, gone.error or f"cluster {gone.unreachable} is unreachable")
     if not report.ok:
         log.error("%s", report.failure_message())
         return 1
