@@ -88,7 +88,12 @@ def lost_cluster(flow: FlowConfig, clients: FlowClients, seen: str) -> str:
 
 
 def check_reachable(
-    flow: FlowConfig, clients: FlowClients, timeout_s: float | None = None, *, probe_s: float | None = None
+    flow: FlowConfig,
+    clients: FlowClients,
+    timeout_s: float | None = None,
+    *,
+    probe_s: float | None = None,
+    sides: tuple[str, ...] = ("source", "target"),
 ) -> None:
     """Raise ClusterUnreachable, naming the cluster, its role, its address and the setting to
     check, if the source or the target does not answer a metadata request within `timeout_s`
@@ -100,9 +105,12 @@ def check_reachable(
     credentials next to it.
 
     `probe_s` asks for that long only, for a caller that has waited out the limit already (a copy
-    that lost a cluster): the error still names the limit it waited."""
+    that lost a cluster): the error still names the limit it waited. `sides` limits the check to
+    the clusters the caller needs."""
     wait_s = flow.cluster_unreachable_timeout_ms / 1000 if timeout_s is None else timeout_s
     for side, alias in (("source", flow.source), ("target", flow.target)):
+        if side not in sides:
+            continue
         config = clients.admin(side)
         why = no_answer(config, wait_s if probe_s is None else min(probe_s, wait_s))
         if why is None:
