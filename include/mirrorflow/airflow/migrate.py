@@ -79,7 +79,12 @@ class MigrationVerifyOperator(_ClustersFromForm, MirrorflowVerifyOperator):
 
 class MigrationApproval(ApprovalOperator):
     """The approval step; skipped (the cut-over then runs unasked) when the form turns it off or
-    there are no groups to move."""
+    there are no groups to move.
+
+    A rejection ends it skipped too, never green: Airflow's approval succeeds whatever the answer,
+    and a rejected cut-over showed a green approve task above a skipped cut-over. Its answer stays
+    in its XCom (chosen_options, responded_by_user), which the final report reads, and its log
+    says who rejected it."""
 
     def execute(self, context: Any) -> Any:
         from airflow.sdk.exceptions import AirflowSkipException
@@ -88,6 +93,18 @@ class MigrationApproval(ApprovalOperator):
         if not params["approval"] or groups_regex(params) is None:
             raise AirflowSkipException("no approval asked for (turned off in the form, or no groups to move)")
         return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        answer = super().execute_complete(context=context, event=event)
+        if answer.get("chosen_options") == [self.APPROVE]:
+            return answer
+        context["ti"].xcom_push(key="return_value", value=answer)
+        who = (answer.get("responded_by_user") or {}).get("name")
+        raise AirflowSkipException(
+            f"the cut-over was rejected{f' by {who}' if who else ''}: no consumer group is moved"
+        )
 
 
 def _params() -> dict[str, Any]:

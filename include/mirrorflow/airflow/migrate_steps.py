@@ -224,11 +224,14 @@ STEPS = (
 
 
 def decision(states: Mapping[str, str], approval: Mapping[str, Any] | None) -> tuple[str, str | None]:
-    """(approved | rejected | not asked, who answered)."""
-    if states.get("approve") != "success":
-        return "not asked", None
+    """(approved | rejected | not asked, who answered). A rejection ends the approve step
+    skipped with its answer in XCom (MigrationApproval); skipped without one, it was not asked."""
     who = ((approval or {}).get("responded_by_user") or {}).get("name")
     chosen = (approval or {}).get("chosen_options")
+    if states.get("approve") == "skipped" and chosen is not None and chosen != ["Approve"]:
+        return "rejected", who
+    if states.get("approve") != "success":
+        return "not asked", None
     if chosen is not None:
         return ("approved" if chosen == ["Approve"] else "rejected"), who
     return ("rejected" if states.get("cutover") == "skipped" else "approved"), who
