@@ -128,3 +128,23 @@ def test_the_readme_is_a_front_door_whose_links_resolve() -> None:
     assert links
     broken = [link for link in links if "://" not in link and not (ROOT / link).exists()]
     assert not broken, f"README links to missing files: {broken}"
+
+
+LIST_ITEM = re.compile(r"^(- |\* |\d+\. )")
+
+
+def test_every_list_of_the_docs_is_set_off_from_the_paragraph_before_it() -> None:
+    """Markdown (Python-Markdown, which the site uses) reads a list right under a paragraph line
+    as more of the paragraph: the CLI page's "Output for scripts and CI" list rendered as one run
+    of text (issue 36)."""
+    glued = []
+    for page in sorted(DOCS.rglob("*.md")):
+        lines, fenced = page.read_text().splitlines(), False
+        for number, (before, line) in enumerate(zip(lines, lines[1:], strict=False), start=2):
+            fenced ^= before.startswith("```")
+            if fenced or not LIST_ITEM.match(line) or not before.strip():
+                continue
+            if LIST_ITEM.match(before.lstrip()) or before.startswith(("  ", "|", "#", "<!--")):
+                continue
+            glued.append(f"{page.relative_to(DOCS)}:{number}: {line[:50]}")
+    assert not glued, "a list glued to the paragraph above it (add a blank line):\n" + "\n".join(glued)
