@@ -54,6 +54,10 @@ def spark_task_slots() -> int:
 
 
 def _copy_window(job: CopyJob, settings: WindowSettings, assigned: list[Assignment]) -> Iterator[TaskOutcome]:
+    # On the executor: the tasks' own lines (a handover, in one INFO line per set of slots; how a
+    # task ended) at their levels with their names, as the driver's, not only Python's bare
+    # warnings that a process without logging set up writes to stderr.
+    configure_logging()
     for assignment in assigned:
         yield run_task(job, settings, assignment)
 

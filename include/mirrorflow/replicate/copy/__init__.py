@@ -7,6 +7,8 @@ Each module decides one thing:
 - job: what a worker is given (CopyJob) and gives back per partition (UnitResult);
 - ids: the transactional ids a flow's copy writes under, now and in earlier versions;
 - calls: client settings, Kafka calls bounded by the clusters' reachability, what errors mean;
+- fencing_log: librdkafka's lines of a fenced writer, held until its window says whether a
+  handover fenced it;
 - clients: what a worker shares across partitions and ranges (progress reader, consumer pool,
   slot writers);
 - writer: the writer of one slot, every fencing decision, "once fenced, never again";

@@ -18,7 +18,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow import awake
-from mirrorflow.kafka import ClusterUnreachable, ClusterWatch, served, topic_ids
+from mirrorflow.kafka import LIBRDKAFKA_LOG, ClusterUnreachable, ClusterWatch, served, topic_ids
+from mirrorflow.replicate.copy.fencing_log import producer_log
 from mirrorflow.replicate.copy.job import CopyError, CopyJob
 
 CLIENT_TIMEOUT_S = 60.0
@@ -101,7 +102,12 @@ def new_client_config(config: dict[str, Any]) -> dict[str, Any]:
     """A copy producer's settings. It never has a topic created by writing to (or asking the
     metadata of) one that is missing, whatever the config it was given says (librdkafka's
     producer default allows it): a late writer of a deleted progress topic brought it back with
-    one partition and cleanup.policy=delete, which retention then empties."""
+    one partition and cleanup.policy=delete, which retention then empties.
+
+    Its librdkafka lines go through Python logging (the config's `logger`, else
+    mirrorflow.librdkafka), a transactional producer's by way of fencing_log, which holds the
+    lines of a fenced writer until the window says whether a handover fenced it."""
+    config["logger"] = producer_log(config.get("logger") or LIBRDKAFKA_LOG, config.get("transactional.id"))
     config["allow.auto.create.topics"] = False
     if "reconnect.backoff.ms" not in config:
         ceiling = int(config.get("reconnect.backoff.max.ms", 10_000))
@@ -127,6 +133,7 @@ def producer_config(job: CopyJob, watch: ClusterWatch, transactional: str | None
     config["message.max.bytes"] = max(int(config.get("message.max.bytes", 0)), COPY_REQUEST_BYTES)
     if transactional:
         config["transactional.id"] = transactional
+        config["logger"] = producer_log(config["logger"], transactional)
     return config
 
 

@@ -14,7 +14,9 @@ writer is fenced, or lets it go at once when it has nothing to copy; when all it
 it ends. A task fenced on a slot that nobody newer announced (an older window's late retry, a
 transaction the broker timed out) takes the slot back with a new worker, at most MAX_RETAKES
 times. So the next window takes over slot by slot, one writer per partition at any moment, and a
-record waits at most a batch or two longer at a handover.
+record waits at most a batch or two longer at a handover. librdkafka's lines of a fenced writer
+wait for that decision (handovers.py): a handover's are at DEBUG, with one INFO line of the task
+per set of slots handed over; any other fencing's stay the warnings and errors they are.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from mirrorflow.replicate.window.channel import (
     write_takeover,
 )
 from mirrorflow.replicate.window.figures import TaskFigures
+from mirrorflow.replicate.window.handovers import HandoverLog
 from mirrorflow.replicate.window.partitions import PartitionState
 from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings, clock
@@ -92,6 +95,7 @@ class WindowTask:
         self.batches = 0
         self.renew = False
         """Whether the next batch needs a new worker (see _refresh)."""
+        self.handovers = HandoverLog(job, assignment)
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> TaskOutcome:
@@ -108,6 +112,7 @@ class WindowTask:
         try:
             self._read(tail.catch_up(job.unreachable_timeout_s))
             self._check_start()
+            self.handovers.watch(self.held)
             if self.held:
                 self.own_offset = write_takeover(
                     job.target_producer,
@@ -134,6 +139,7 @@ class WindowTask:
                 if self.batches % settings.status_every == 0:
                     status.send(self._status())
                 self._read(tail.poll())
+                self.handovers.tell()
                 reach.check(tail.probe)
                 self._sleep(tick + settings.interval_s - time.monotonic())
         except (WindowFailed, ClusterUnreachable, RunRecordNotStored) as exc:
@@ -142,6 +148,7 @@ class WindowTask:
         finally:
             if worker is not None:
                 worker.close()
+            self.handovers.close(self.leaving)
             status.send(self._status())
             # The last figures are what the status page keeps of a window that ended: worth a wait
             # unless the window failed (its target may be gone).
@@ -254,10 +261,11 @@ class WindowTask:
             self._read(tail.catch_up(self.job.unreachable_timeout_s))
         for slot in list(self.leaving):
             if slot in fenced or slot not in busy:
-                self._release(slot)
+                self._release(slot, fenced=slot in fenced)
         taken = fenced & self.held
         if not taken:
             return worker
+        self.handovers.taken_back(taken)
         self.outcome.retakes += 1
         if self.outcome.retakes > MAX_RETAKES:
             raise WindowFailed(
@@ -272,10 +280,11 @@ class WindowTask:
         worker.close()
         return CopyWorker(self.job)
 
-    def _release(self, slot: int) -> None:
+    def _release(self, slot: int, *, fenced: bool = False) -> None:
         self.held.discard(slot)
         self.leaving.discard(slot)
         self.outcome.handed_over.append(slot)
+        self.handovers.released(slot, fenced=fenced)
 
     # -- what the run-records topic says --------------------------------------------------------------
     def _read(self, records: Iterable[RunRecord]) -> None:
@@ -296,6 +305,8 @@ class WindowTask:
         if not newer:
             return
         taken = set(body["slots"]) & self.held
+        if taken:
+            self.handovers.successor = record.run_id
         if self.own_offset is None:
             for slot in taken:  # before this task opened anything: never touch them
                 self._release(slot)

@@ -1,0 +1,103 @@
+"""What a window task says of its handover: one INFO line per set of writer slots it hands over,
+and librdkafka's lines of the writers the handover fenced at DEBUG, not as the FATAL / TXNERR
+errors librdkafka makes of them.
+
+At a handover the next window's writers fence this window's, slot by slot, by design (task.py).
+librdkafka logs each fenced writer as a fatal error, before the task can know why it was fenced:
+the task's slots are watched (copy/fencing_log.py), so those lines wait until the task has read the
+run-records topic. A slot a newer window announced is a handover (`released`); a slot fenced by
+anyone else is not (`taken_back`), and its lines are logged at their own levels beside the task's
+warning, as the sign of another copy of the flow running that they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from mirrorflow.replicate.copy.fencing_log import FENCINGS
+from mirrorflow.replicate.copy.ids import slot_transactional_id
+from mirrorflow.replicate.copy.job import CopyJob
+from mirrorflow.replicate.window.share import Assignment
+
+NAMED_SLOTS = 8  # slots a line names; the rest are counted
+
+log = logging.getLogger("mirrorflow.window")
+
+
+def slot_list(slots: Iterable[int]) -> str:
+    """ "slot 3", "slots 0, 2 and 4", "slots 0, 2, ... 14 and 120 more"."""
+    ordered = sorted(slots)
+    if len(ordered) == 1:
+        return f"slot {ordered[0]}"
+    named = ", ".join(map(str, ordered[:NAMED_SLOTS]))
+    rest = len(ordered) - NAMED_SLOTS
+    if rest > 0:
+        return f"slots {named} and {rest:,} more"
+    return f"slots {', '.join(map(str, ordered[:-1]))} and {ordered[-1]}"
+
+
+class HandoverLog:
+    def __init__(self, job: CopyJob, assignment: Assignment) -> None:
+        self.source, self.target = job.source, job.target
+        self.flow, self.index, self.run_id = assignment.flow, assignment.index, assignment.run_id
+        self.watched: set[int] = set()
+        self.handed: list[int] = []
+        """Slots handed over since the last line."""
+        self.fenced = 0
+        """Of those, how many had a writer the next window fenced."""
+        self.successor: str | None = None
+        """The run id of the window that announced it takes slots over."""
+
+    def _ids(self, slots: Iterable[int]) -> list[str]:
+        return [slot_transactional_id(self.source, self.target, slot) for slot in slots]
+
+    def watch(self, slots: Iterable[int]) -> None:
+        """Hold librdkafka's fencing lines of these slots' writers until the task decides."""
+        slots = set(slots)
+        self.watched |= slots
+        FENCINGS.watch(self._ids(slots))
+
+    def released(self, slot: int, *, fenced: bool) -> None:
+        """The slot went to a newer window (its writer fenced by it, or idle and let go)."""
+        self.handed.append(slot)
+        self.fenced += fenced
+        FENCINGS.expected(self._ids([slot]))
+
+    def taken_back(self, slots: Iterable[int]) -> None:
+        """Slots fenced by a writer that is no newer window: their lines at their own levels."""
+        FENCINGS.unexpected(self._ids(slots))
+
+    def tell(self) -> None:
+        """The INFO line of the slots handed over since the last one; held lines no one decided on
+        for fencing_log.HOLD_S at their own levels."""
+        FENCINGS.overdue()
+        if not self.handed:
+            return
+        to = (
+            "a new attempt of this window"
+            if self.successor == self.run_id
+            else f"window {self.successor}"
+            if self.successor
+            else "the next window"
+        )
+        fenced = (
+            f"its writers fenced this task's writers of {self.fenced:,} of them, as a handover does"
+            if self.fenced
+            else "none of them was being written, so no writer had to be fenced"
+        )
+        log.info(
+            "window task %d of %s handed writer %s over to %s; %s",
+            self.index,
+            self.flow,
+            slot_list(self.handed),
+            to,
+            fenced,
+        )
+        self.handed, self.fenced = [], 0
+
+    def close(self, leaving: Iterable[int]) -> None:
+        """The task ends (its writers closed): the last line, and lines still held logged, at
+        DEBUG for `leaving` slots (a newer window announced them), else at their own levels."""
+        self.tell()
+        FENCINGS.forget(self._ids(self.watched), expected=self._ids(leaving))
