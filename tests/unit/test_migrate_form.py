@@ -118,3 +118,15 @@ def test_a_migrations_topic_choice_is_all_it_copies() -> None:
     assert [t for t in names if should_replicate_topic(with_topics(flow, "orders"), t)] == ["orders"]
     chosen = with_topics(flow, "orders|heartbeats")
     assert [t for t in names if should_replicate_topic(chosen, t)] == ["orders", "heartbeats"]
+
+
+def test_the_migrate_form_names_no_topics_until_asked_and_refuses_to_run_without() -> None:
+    """Its Topics field defaulted to .*: one click on Trigger migrated every topic of the source
+    (issue 36). It starts empty, and a run left so stops at its check saying what to write."""
+    defaults = {name: param.value for name, param in migrate_form(CLUSTERS).items()}
+    assert defaults["topics"] == ""
+    problems = migrate_form_problems(CLUSTERS, {**GOOD, "topics": defaults["topics"]})
+    assert problems == [
+        f"{TOPICS}: empty; name the topics to copy as a regular expression, such as "
+        "orders|payments\\..* (.* for every topic)."
+    ]

@@ -45,12 +45,15 @@ def migrate_form(clusters: list[str]) -> dict[str, Param]:
             "replication policy's remote names there (source.topic by default).",
         ),
         "topics": Param(
-            ".*",
+            # Empty: a migration names what it moves. With .* here, one click on Trigger migrated
+            # every topic of the source.
+            "",
             type="string",
             title=TOPICS,
-            description="Which source topics to copy, as one regular expression that must match the "
-            "whole name, e.g. orders|payments\\..* ; internal topics are never copied, heartbeat topics "
-            "only when the expression names them. It must match at least one topic of the source.",
+            description="Required: which source topics to copy, as one regular expression that must match "
+            "the whole name, e.g. orders|payments\\..* (.* for every topic); internal topics are never "
+            "copied, heartbeat topics only when the expression names them. It must match at least one "
+            "topic of the source.",
         ),
         "until": Param(
             "now",
@@ -182,7 +185,13 @@ def sample_fraction(value: Any) -> float | None:
 
 def _regex_problems(value: Any, title: str, *, required: bool) -> list[str]:
     if value is None or (isinstance(value, str) and not value.strip()):
-        return [f"{title}: empty; write a regular expression such as .* (every topic)."] if required else []
+        return (
+            [
+                f"{title}: empty; name the topics to copy as a regular expression, such as orders|payments\\..* (.* for every topic)."
+            ]
+            if required
+            else []
+        )
     if not isinstance(value, str):
         return [f"{title}: {value!r} is not text; write a regular expression such as orders-.*."]
     try:
