@@ -28,6 +28,12 @@ MOVING = {
     "mirrorflow_heartbeat_age_seconds",
     "mirrorflow_flow_stale",
     "mirrorflow_flow_data_age_seconds",
+    # the page's badges as series: a flow read from a cluster that does not answer turns "stale",
+    # and the ages judged keep growing
+    "mirrorflow_flow_copy_state",
+    "mirrorflow_flow_copy_level",
+    "mirrorflow_flow_copy_age_seconds",
+    "mirrorflow_heartbeat_job_age_seconds",
 }
 
 

@@ -166,19 +166,22 @@ def badges(page: str) -> list[tuple[str, str]]:
 def test_health_colours_of_flows_and_heartbeats() -> None:
     young = upstream(200_000)
     page = render_content(view(status(flow(), upstreams=[young])))
-    assert badges(page)[:2] == [("ok", "healthy"), ("ok", "healthy")]  # the flow, B's upstream A
+    # the flow's copy, its verification (none yet), B's upstream A
+    assert badges(page)[:3] == [("ok", "copying"), ("unknown", "never verified"), ("ok", "healthy")]
 
     failed = flow(last_run_ms=T0 - 60_000)
     failed.last_run = {**failed.last_run, "totals": {"records": 7, "failed_partitions": 2}}
-    assert badges(render_content(view(status(failed))))[0] == ("bad", "failing")
+    assert badges(render_content(view(status(failed))))[0] == ("bad", "failed")
     stale_run = flow(last_run_ms=T0 - 20 * 60_000)  # 20 min against a 5 min schedule: amber
     assert badges(render_content(view(status(stale_run))))[0] == ("warn", "late")
+    # A failed verification is the verification badge's, not the copy's.
     verdict = flow(last_verification={"run_id": "v", "verdict": "failed"}, last_verification_ms=T0)
-    assert badges(render_content(view(status(verdict))))[0] == ("bad", "failing")
+    assert badges(render_content(view(status(verdict))))[:2] == [("ok", "copying"), ("bad", "failed")]
     never = flow(last_run=None, last_run_ms=None)
     assert badges(render_content(view(status(never))))[0] == ("unknown", "no run yet")
     old_beat = render_content(view(status(flow(), upstreams=[upstream(4_000_000)])))
-    assert ("bad", "failing") in badges(old_beat), "66 min against 301 s x 10"
+    clusters = old_beat[old_beat.index("<h2>Clusters") : old_beat.index("<h2>Heartbeats written")]
+    assert badges(clusters) == [("bad", "late")], "66 min against 301 s x 10"
     assert 'title="newest heartbeat: expected every 5 min; green under 15 min, amber under 50 min' in old_beat
 
 
@@ -388,7 +391,7 @@ def test_a_heartbeat_read_before_its_cluster_stopped_answering_is_stale_not_heal
     down = current.cluster("B")
     down.stale, down.error, down.unreachable_since_ms = True, "cluster B did not answer", T0 - 30_000
     page = render_content(view(current))
-    clusters = page[page.index("<h2>Clusters") : page.index('class="legend"')]
+    clusters = page[page.index("<h2>Clusters") : page.index("<h2>Heartbeats written")]
     assert badges(clusters) == [("warn", "stale")]
     assert "B does not answer since" in clusters
 

@@ -5,9 +5,11 @@ no shared store with the api-server, so everything shown is read from Kafka (hea
 and the run-records topic, see mirrorflow.control.mirror_status). A daemon thread reads it every
 `refresh_s` into a snapshot (mirrorflow.control.status_snapshots) and every request answers from
 that snapshot at once: a page view or a scrape never waits on a cluster, a dead one included.
-The page (mirrorflow.airflow.status_page, rendered here from the snapshot) shows per flow its
-health, lag now with a sparkline of the last reads, the last run linked to its DAG run and task
-logs, its worst topics and failed partitions, and the last verification; during an outage it
+The page (mirrorflow.airflow.status_page, rendered here from the snapshot) shows per flow whether
+it copies and its last verification's verdict (a badge each), lag now with a sparkline of the last
+reads, the last run linked to its DAG run and task logs, its worst topics and failed partitions,
+and the heartbeats written into each cluster; /metrics carries the same badges (status_metrics.
+HealthCollector), judged by the same functions; during an outage it
 keeps showing them as last read, greyed, under a banner per unreachable cluster that says since
 when and how old they are. `ui?fragment=1` is the same content without the page around it, which
 the page's script reloads every refresh interval.
@@ -34,7 +36,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from mirrorflow import metrics
 from mirrorflow.airflow.status_cells import ago
 from mirrorflow.airflow.status_cells import utc as when
-from mirrorflow.airflow.status_flows import PageView
+from mirrorflow.airflow.status_flows import PageView, flows_health_document
+from mirrorflow.airflow.status_heartbeats import heartbeat_run_hints, heartbeats_document
 from mirrorflow.airflow.status_links import (
     AirflowFacts,
     AirflowReader,
@@ -42,7 +45,7 @@ from mirrorflow.airflow.status_links import (
     paused_hints,
     wanted_from_airflow,
 )
-from mirrorflow.airflow.status_metrics import AirflowRunsCollector
+from mirrorflow.airflow.status_metrics import AirflowRunsCollector, HealthCollector
 from mirrorflow.airflow.status_page import render_content, render_page
 from mirrorflow.config import MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
@@ -117,7 +120,9 @@ def create_app(
             facts=known,
             config=config,
             thresholds=limits,
-            hints=[] if current is None else paused_hints(current, config, known),
+            hints=[]
+            if current is None
+            else paused_hints(current, config, known) + heartbeat_run_hints(config, known, now_ms),
         )
 
     @app.get("/status", dependencies=guarded)
@@ -129,9 +134,10 @@ def create_app(
         token = os.environ.get(TOKEN_ENV)
         if token and not hmac.compare_digest(authorization or "", f"Bearer {token}"):
             raise HTTPException(status_code=401, detail=f"send Authorization: Bearer <{TOKEN_ENV}>")
-        current = snapshots.current(FIRST_SNAPSHOT_WAIT_S)
-        known = AirflowFacts() if current is None else facts.get(current, latest.get("config"))
-        text = metrics.render(current, extra=[AirflowRunsCollector(current, known)])
+        shown = view()
+        current, known = shown.status, shown.facts
+        extra = [AirflowRunsCollector(current, known), HealthCollector(shown)]
+        text = metrics.render(current, now_ms=shown.now_ms, extra=extra)
         return Response(text, media_type="text/plain; version=0.0.4")
 
     @app.get("/ui", dependencies=guarded)
@@ -178,7 +184,9 @@ class FactsCache:
 def status_document(view: PageView) -> dict[str, Any]:
     """The /status JSON: the snapshot (what `mirrorflow status --json` prints, with stale marks),
     `snapshot` (its state and age), `banners` (one per unreachable cluster or unread flow) and
-    `hints` (one per paused DAG the figures wait on) and `airflow_runs` (per flow, its
+    `hints` (one per paused DAG the figures wait on, and one when no heartbeat run emits),
+    `health` (per flow its copy state and last verification's verdict, each with its cause, as
+    the page's badges) and `airflow_runs` (per flow, its
     replication DAG's last run, last successful run and failed runs, as Airflow has them). While
     the first snapshot is collected:
     state "collecting", no clusters and no flows."""
@@ -190,6 +198,7 @@ def status_document(view: PageView) -> dict[str, Any]:
     body["banners"] = view.banners
     body["hints"] = view.hints
     body["airflow_runs"] = {} if view.status is None else airflow_runs_document(view.status, view.facts)
+    body["health"] = {"flows": flows_health_document(view), "heartbeat_jobs": heartbeats_document(view)}
     return body
 
 

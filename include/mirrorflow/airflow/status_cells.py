@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus
-from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN
+from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health
 from mirrorflow.control.status_snapshots import Point
 
 MUTED_DASH = '<span class="muted">-</span>'
@@ -92,7 +92,16 @@ def badge(level: str, text: str, why: str | None = None) -> str:
     return f'<span class="badge {level}"{tip}>{html.escape(text)}</span>'
 
 
-LEVEL_WORD = {OK: "healthy", WARN: "late", BAD: "failing", UNKNOWN: "no schedule"}
+# An age's word where a grade gave none: red is "late" as amber is, only later.
+LEVEL_WORD = {OK: "healthy", WARN: "late", BAD: "late", UNKNOWN: "no schedule"}
+
+
+def badge_with_cause(health: Health) -> str:
+    """A health badge with its cause under it (not only on hover), its rule on hover."""
+    shown = badge(health.level, health.label or LEVEL_WORD[health.level], health.why)
+    if health.cause:
+        shown += f'<div class="sub cause">{html.escape(health.cause)}</div>'
+    return shown
 
 
 def table(title: str, headers: list[str], rows: list[str], empty: str) -> str:

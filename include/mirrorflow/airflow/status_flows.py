@@ -1,4 +1,9 @@
-"""The status page's flows: each flow's health and its row.
+"""The status page's flows: each flow's copy state, its last verification's verdict, and its row.
+
+The two badges mean one thing each (control.status_copy): **Copy** says whether the flow copies
+(copying, late, failed, ...), judged by what the flow does (its schedule, or its micro-batch
+window); **Verification** is the verdict of its last verification, which never colours the copy.
+Each shows its cause under it, not only on hover.
 
 A flow's last run is the newest run of its replication DAG as Airflow has it, whatever it
 wrote: a run that failed before it could store a summary (a target that is down fails the plan)
@@ -15,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.airflow.status_cells import (
-    LEVEL_WORD,
     MUTED_DASH,
     badge,
+    badge_with_cause,
     byte_rate,
     count_cell,
     lag_cell,
@@ -43,7 +48,8 @@ from mirrorflow.airflow.status_links import (
 from mirrorflow.airflow.status_seconds import flow_seconds
 from mirrorflow.config import MirrorConfig
 from mirrorflow.control.mirror_status import FlowStatus, MirrorStatus
-from mirrorflow.control.status_health import BAD, OK, UNKNOWN, WARN, Health, Thresholds, run_expected_s
+from mirrorflow.control.status_copy import copy_health, verification_health
+from mirrorflow.control.status_health import Health, Thresholds, flow_config
 from mirrorflow.control.status_snapshots import LagHistory
 from mirrorflow.replicate.report import achieved_bytes_per_second
 from mirrorflow.replicate.until import utc_text
@@ -82,34 +88,50 @@ def failed_run_problem(view: PageView, flow: FlowStatus) -> str | None:
 
 
 def flow_health(view: PageView, flow: FlowStatus) -> Health:
-    """The flow's colour: red for a failed last run, failed partitions, offsets lost, a failed
-    verification or nothing readable; the last run's age against the schedule otherwise; stale
-    is at least amber."""
-    run = flow.last_run or {}
-    totals = run.get("totals", {})
-    problems = []
-    if failed := failed_run_problem(view, flow):
-        problems.append(failed)
-    if flow.error and not (flow.last_run or flow.lag):
-        problems.append("cannot be read")
-    if totals.get("failed_partitions"):
-        problems.append(f"{totals['failed_partitions']} failed partition(s)")
-    if run.get("lost_to_retention"):
-        problems.append(f"{run['lost_to_retention']} offset(s) lost to retention")
-    if (flow.last_verification or {}).get("verdict") == "failed":
-        problems.append("last verification failed")
-    if problems:
-        return Health(BAD, "; ".join(problems), label="failed" if failed else None)
-    if flow.last_run is None and not flow.stale:
-        return Health(UNKNOWN, "no mirrorflow run of this flow yet", label="no run yet")
-    expected = (
-        None if view.config is None else run_expected_s(view.config, str(flow.source), str(flow.target))
+    """The flow's copy state (control.status_copy.copy_health) against the flow as the config
+    has it now, red for a failed last Airflow run."""
+    return copy_health(
+        flow,
+        flow_config(view.config, str(flow.source), str(flow.target)),
+        failed_run=failed_run_problem(view, flow),
+        now_ms=view.now_ms,
+        thresholds=view.thresholds,
+        read_ms=None if view.status is None else view.status.generated_ms,
     )
-    age = None if flow.last_run_ms is None else (view.now_ms - flow.last_run_ms) / 1000
-    health = view.thresholds.grade(age, expected, "last run")
-    if flow.stale and health.level in (OK, UNKNOWN):
-        return Health(WARN, f"values as last read: {flow.error}", label="stale")
-    return health
+
+
+def health_fields(health: Health) -> dict[str, Any]:
+    """A badge as the JSON gives it: its state, colour, cause, rule and the age it judged."""
+    return {
+        "state": health.label,
+        "level": health.level,
+        "cause": health.cause,
+        "rule": health.why,
+        "age_s": None if health.age_s is None else round(health.age_s, 3),
+        "expected_s": health.expected_s,
+    }
+
+
+def flows_health_document(view: PageView) -> dict[str, dict[str, Any]]:
+    """Per flow its copy badge and its verification badge, as the page shows them."""
+    if view.status is None:
+        return {}
+    return {
+        flow.flow: {
+            "copy": health_fields(flow_health(view, flow)),
+            "verification": health_fields(verification_health(flow)),
+        }
+        for flow in view.status.flows
+    }
+
+
+def verification_cell(view: PageView, flow: FlowStatus) -> str:
+    """The last verification's verdict, its figures and when its summary was written."""
+    health = verification_health(flow)
+    if flow.last_verification is None:
+        return badge(health.level, str(health.label), health.why)
+    when = time_html(flow.last_verification_ms, view.now_ms)
+    return f'{badge_with_cause(health)}<div class="sub">{when}</div>'
 
 
 def last_run_cell(view: PageView, flow: FlowStatus) -> str:
@@ -172,7 +194,7 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         name = link(dag_url(dag), flow.flow, f"the DAG {dag}") + (" (last known)" if flow.stale else "")
         if dag in view.facts.paused:
             name += ' <span class="badge warn" title="unpause it in Airflow">paused</span>'
-        cells = [name, badge(health.level, health.label or LEVEL_WORD[health.level], health.why)]
+        cells = [name, badge_with_cause(health), verification_cell(view, flow)]
         if flow.lag is None:
             cells.append(MUTED_DASH + flow_seconds(flow.window))
         else:
@@ -219,7 +241,8 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         rows.append(table_row(cells, flow))
     headers = [
         "Flow",
-        "Health",
+        "Copy",
+        "Verification",
         "Lag now",
         "Last run",
         "Figures of",

@@ -4,7 +4,8 @@ The page (status_style: Airflow 3.3's colours, in both colour modes, and the scr
 the UI's mode, shows times in the browser's zone and reloads the content every refresh interval)
 holds, top to bottom: when the snapshot was read, a banner per unreachable cluster, a hint per
 paused DAG the figures wait on, the flows (status_flows), then migrations and verifications,
-the worst topics, failed partitions and the clusters (status_tables). Nothing here needs
+the worst topics, failed partitions and the clusters (status_tables), the heartbeats written
+into each cluster with the heartbeat DAG's newest run (status_heartbeats). Nothing here needs
 Airflow: which DAGs are paused, which runs are Airflow's and how they ended come from an
 injected reader (status_links.AirflowFacts), absent outside the api-server.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from mirrorflow.airflow.status_cells import time_html
 from mirrorflow.airflow.status_flows import PageView, flows_table
+from mirrorflow.airflow.status_heartbeats import heartbeats_table
 from mirrorflow.airflow.status_style import CSS, PAGE
 from mirrorflow.airflow.status_tables import (
     clusters_table,
@@ -49,6 +51,7 @@ def render_content(view: PageView) -> str:
     out.append(topics_table(view, status))
     out.append(failed_table(view, status))
     out.append(clusters_table(view, status))
+    out.append(heartbeats_table(view, status))
     out.append(legend(view))
     return "".join(out)
 

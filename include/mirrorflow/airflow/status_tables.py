@@ -41,17 +41,34 @@ from mirrorflow.airflow.status_links import (
 )
 from mirrorflow.airflow.status_seconds import topic_seconds
 from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus, MirrorStatus
-from mirrorflow.control.status_health import BAD, OK, WARN, Health, heartbeat_expected_s
+from mirrorflow.control.status_copy import VERDICT_LEVEL
+from mirrorflow.control.status_health import (
+    BAD,
+    HEARTBEAT_ALLOWANCE,
+    HEARTBEAT_RUN_START_S,
+    OK,
+    WARN,
+    Health,
+    heartbeat_expected_s,
+    span,
+)
 
 # Rows of each table per flow: a summary holds at most 50 topics and 50 failed partitions, the
 # lag now may name every topic of the flow (20,000 of them): the worst are shown, with a count.
 PAGE_ROWS = 50
-VERDICT_LEVEL = {"verified": OK, "sample passed": OK, "incomplete": WARN, "failed": BAD}
 
 
 def upstream_health(view: PageView, cluster: ClusterStatus, via: str | None, age_s: float | None) -> Health:
+    """The newest heartbeat from an upstream against its emit interval plus each hop's delivery
+    (status_health.heartbeat_expected_s), with the heartbeat DAG's run start-up allowed."""
     expected = None if view.config is None else heartbeat_expected_s(view.config, cluster.alias, via)
-    return view.thresholds.grade(age_s, expected, "newest heartbeat")
+    return view.thresholds.grade(
+        age_s,
+        expected,
+        "newest heartbeat",
+        allowance_s=HEARTBEAT_RUN_START_S,
+        allowance_why=HEARTBEAT_ALLOWANCE,
+    )
 
 
 def _fate(entry: dict[str, Any]) -> str:
@@ -262,13 +279,14 @@ def clusters_table(view: PageView, status: MirrorStatus) -> str:
                 if u.last_heartbeat_ms is None
                 else time_html(u.last_heartbeat_ms, view.now_ms)
             )
+            cause = f'<div class="sub cause">{html.escape(health.cause)}</div>' if health.cause else ""
             rows.append(
                 table_row(
                     [
                         alias,
                         html.escape(u.alias),
                         str(u.hops),
-                        f"{badge(health.level, health.label or LEVEL_WORD[health.level], health.why)} {beat}",
+                        f"{badge(health.level, health.label or LEVEL_WORD[health.level], health.why)} {beat}{cause}",
                         f'<span class="mono">{html.escape(u.via or "-")}</span>',
                     ],
                     cluster,
@@ -278,14 +296,34 @@ def clusters_table(view: PageView, status: MirrorStatus) -> str:
 
 
 def legend(view: PageView) -> str:
+    """What each badge means; every age is judged against an interval, by the same factors."""
     t = view.thresholds
+    ages = f"green under {t.amber:g}× the interval it is expected at, amber under {t.red:g}×, red beyond"
     return (
-        '<p class="legend">Health: <span class="badge ok">healthy</span> the last run or heartbeat is '
-        f"younger than {t.amber:g}× its expected interval (the replication schedule; for a heartbeat "
-        f'its emit interval plus each hop\'s schedule), <span class="badge warn">late</span> younger '
-        f'than {t.red:g}×, <span class="badge bad">failing</span> older; <span class="badge bad">failed</span> '
-        "the last run failed, or failed partitions, offsets lost to retention, a failed verification; "
-        '<span class="badge warn">stale</span> values or a heartbeat as last read from a cluster that does '
-        "not answer. Lag and offsets not copied yet are work to do, never red. Hover a badge for its "
-        "figures.</p>"
+        '<div class="legend"><p><strong>Copy</strong> (is the flow copying): '
+        '<span class="badge ok">copying</span> its newest sign of copying is recent: a batch flow\'s '
+        "last run against its replication schedule; a micro-batch flow's running window, whose tasks "
+        "store their status every few seconds (without one: its last window's summary against the "
+        'window\'s length); <span class="badge warn">late</span> / <span class="badge bad">late</span> '
+        f"older than that ({ages}); "
+        '<span class="badge bad">failed</span> its last finished run failed, or the last run has failed '
+        'partitions or offsets lost to retention; <span class="badge bad">unreadable</span> nothing of '
+        'the flow could be read; <span class="badge warn">stale</span> values as last read from a cluster '
+        'that does not answer; <span class="badge unknown">no run yet</span>, '
+        '<span class="badge unknown">no schedule</span> (a batch flow run only by hand).</p>'
+        "<p><strong>Verification</strong> (the last verification's verdict, whenever it ran; it never "
+        'colours the copy): <span class="badge ok">verified</span>, <span class="badge ok">sample '
+        'passed</span>, <span class="badge warn">incomplete</span> nothing found wrong, but not all compared, '
+        '<span class="badge bad">failed</span> records wrong on the target, or partitions not read; '
+        '<span class="badge unknown">never verified</span>.</p>'
+        '<p><strong>Heartbeats</strong>: <span class="badge ok">healthy</span> younger than expected, '
+        '<span class="badge warn">late</span> / <span class="badge bad">late</span> older '
+        f"({ages}, each {span(HEARTBEAT_RUN_START_S)} later: once per heartbeat run, Airflow starts the "
+        "next). A heartbeat written into a cluster is expected every emit.heartbeats.interval.seconds "
+        "of its job, whatever any schedule says; one from an upstream cluster, that interval plus, per "
+        "replication hop, the flow's schedule (batch) or its mirrorflow.microbatch.interval.ms "
+        '(micro-batch). <span class="badge warn">stale</span> as last read from a cluster that does not '
+        'answer; <span class="badge unknown">none yet</span>.</p>'
+        "<p>The cause is under each badge; hover for the rule it was judged by. Lag and offsets not "
+        "copied yet are work to do, never red.</p></div>"
     )

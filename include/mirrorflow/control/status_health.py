@@ -1,19 +1,23 @@
 """Health colours of the status page and the thresholds behind them.
 
 An age is only good or bad against how often the thing is expected to happen, so every threshold
-is a multiple of an interval taken from the config:
+is a multiple of an interval taken from what the config says the thing does:
 
-* a flow's last run against its replication DAG's schedule (`mirrorflow.replicate.schedule`:
-  every 5 minutes by default): green while the run is younger than AMBER x the schedule's period,
-  amber up to RED x, red beyond;
+* a flow's copy (control.status_copy) against its mode: a batch flow's last run against its
+  replication schedule (`mirrorflow.replicate.schedule`, every 5 minutes by default); a
+  micro-batch flow's running window, whose tasks store their figures every few seconds
+  (`window_status_every_s`), or, without one, its last window's summary against the window's
+  length (`mirrorflow.microbatch.window.seconds`);
+* a heartbeat written into a cluster against its emit interval (`emit.heartbeats.interval.seconds`,
+  MM2's key) and nothing else: a heartbeat job emits at that interval whatever any schedule says;
 * the newest heartbeat from an upstream cluster against the time a heartbeat needs to arrive:
-  the emit interval of the heartbeats written into the upstream cluster
-  (`emit.heartbeats.interval.seconds`) plus, for each replication hop it travelled, that flow's
-  replication schedule (a heartbeat reaches a downstream cluster only with the next copy).
+  that emit interval plus, for each replication hop it travelled, the longest a record waits for
+  that flow to copy it (`hop_delivery_s`: a batch flow's schedule, a micro-batch flow's interval).
 
-AMBER is 3 and RED is 10 unless MIRRORFLOW_STATUS_AMBER_FACTOR / MIRRORFLOW_STATUS_RED_FACTOR
-say otherwise. Whatever else is wrong is red whatever its age: failed partitions, offsets lost to
-retention, a failed verification, a cluster or flow that cannot be read.
+Green while younger than AMBER x the interval, amber up to RED x, red beyond. AMBER is 3 and RED
+is 10 unless MIRRORFLOW_STATUS_AMBER_FACTOR / MIRRORFLOW_STATUS_RED_FACTOR say otherwise. A
+heartbeat's thresholds are each HEARTBEAT_RUN_START_S later: once per run of the heartbeat DAG,
+its newest heartbeat ages by the time Airflow takes to start the next run.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from datetime import datetime
 
 from croniter import croniter
 
-from mirrorflow.config import MirrorConfig
+from mirrorflow.config import FlowConfig, MirrorConfig
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.control.mirror_client import all_sources, cluster_policy
+from mirrorflow.replicate.window.settings import STATUS_S
 
 OK, WARN, BAD, UNKNOWN = "ok", "warn", "bad", "unknown"
 AMBER_ENV = "MIRRORFLOW_STATUS_AMBER_FACTOR"
@@ -46,13 +52,23 @@ PRESET_S = {
     "@yearly": 366 * 86_400.0,
 }
 CRON_SAMPLES = 32  # fire times looked at for a cron's longest gap (weekday-only schedules and such)
+HEARTBEAT_RUN_START_S = 60.0
+"""Added to a heartbeat's thresholds: the heartbeat DAG's run ends one interval before the next is
+due, and Airflow takes up to about this long to start the next one (docs/concepts/
+heartbeats-and-sync.md), so once per run the newest heartbeat is that much older."""
+HEARTBEAT_ALLOWANCE = "once per heartbeat run, while Airflow starts the next"
+LATE = "late"  # the badge of an age beyond amber x its interval (amber), or red x (red)
+NONE_YET = "none yet"
 
 
 @dataclass(frozen=True)
 class Health:
     level: str  # OK, WARN, BAD or UNKNOWN
-    why: str  # what the level was judged against, for the page's tooltip
-    label: str | None = None  # the badge's word where the level's own would mislead
+    why: str  # the rule the level was judged by, for the page's tooltip
+    label: str | None = None  # the badge's word (None: the level's own)
+    cause: str | None = None  # what made the level, shown under the badge
+    age_s: float | None = None  # the age judged, if an age was
+    expected_s: float | None = None  # the interval it was judged against
 
 
 @dataclass(frozen=True)
@@ -72,19 +88,38 @@ class Thresholds:
         env = os.environ if environ is None else environ
         return cls(_factor(env, AMBER_ENV, DEFAULT_AMBER), _factor(env, RED_ENV, DEFAULT_RED))
 
-    def grade(self, age_s: float | None, expected_s: float | None, what: str) -> Health:
-        """Green under amber x `expected_s`, amber under red x, red beyond."""
+    def grade(
+        self,
+        age_s: float | None,
+        expected_s: float | None,
+        what: str,
+        *,
+        ok_word: str = "healthy",
+        allowance_s: float = 0.0,
+        allowance_why: str = "",
+    ) -> Health:
+        """Green (`ok_word`) under amber x `expected_s`, amber under red x, red beyond (both
+        "late"), each threshold `allowance_s` later; grey without an interval to judge by."""
         if expected_s is None:
-            return Health(UNKNOWN, f"{what}: no schedule to judge its age by")
+            return Health(
+                UNKNOWN, f"{what}: no schedule to judge its age by", "no schedule", f"{what}: no schedule"
+            )
+        every = f"expected every {span(expected_s)}"
         if age_s is None:
-            return Health(BAD, f"{what}: none yet (expected every {span(expected_s)})")
+            return Health(
+                BAD, f"{what}: none yet ({every})", NONE_YET, f"no {what} yet; {every}", None, expected_s
+            )
         rule = (
-            f"{what}: expected every {span(expected_s)}; green under {span(self.amber * expected_s)}, "
+            f"{what}: {every}; green under {span(self.amber * expected_s)}, "
             f"amber under {span(self.red * expected_s)}, red beyond"
         )
-        if age_s < self.amber * expected_s:
-            return Health(OK, rule)
-        return Health(WARN if age_s < self.red * expected_s else BAD, rule)
+        if allowance_s:
+            rule += f"; each {span(allowance_s)} later {allowance_why}".rstrip()
+        cause = f"{what} {span(age_s)} ago; {every}"
+        if age_s < self.amber * expected_s + allowance_s:
+            return Health(OK, rule, ok_word, cause, age_s, expected_s)
+        level = WARN if age_s < self.red * expected_s + allowance_s else BAD
+        return Health(level, rule, LATE, cause, age_s, expected_s)
 
 
 def _factor(env: Mapping[str, str], name: str, default: float) -> float:
@@ -101,7 +136,9 @@ def _factor(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def span(seconds: float) -> str:
-    """`45 s`, `5 min`, `2 h 30 min`, `3 d`: a threshold as people read it."""
+    """`0.25 s`, `45 s`, `5 min`, `2 h 30 min`, `3 d`: a threshold as people read it."""
+    if seconds < 10 and seconds != round(seconds):
+        return f"{round(seconds, 2):g} s"
     whole = round(seconds)
     if whole < 120:
         return f"{whole} s"
@@ -128,18 +165,47 @@ def schedule_period_s(schedule: str | None) -> float | None:
     return max(b - a for a, b in zip(times, times[1:], strict=False))
 
 
-def run_expected_s(config: MirrorConfig, source: str, target: str) -> float | None:
+def flow_config(config: MirrorConfig | None, source: str, target: str) -> FlowConfig | None:
+    """The flow as the config has it now (None: no config, or a pair it rejects)."""
+    if config is None:
+        return None
     try:
-        return schedule_period_s(config.flow(source, target).replicate_schedule)
+        return config.flow(source, target)
     except (KeyError, ValueError):
         return None
 
 
+def hop_delivery_s(flow: FlowConfig) -> float | None:
+    """The longest a record written into the flow's source waits for the flow to copy it: a
+    micro-batch flow copies every `mirrorflow.microbatch.interval.ms`, a batch flow on its
+    schedule; None for a flow only run by hand."""
+    if flow.replicate_mode == MICRO_BATCH:
+        return flow.microbatch_interval_ms / 1000
+    return schedule_period_s(flow.replicate_schedule)
+
+
+def window_status_every_s(flow: FlowConfig) -> float:
+    """How often a micro-batch window's tasks store their figures: every STATUS_S or so, in whole
+    batches (replicate.window.settings.WindowSettings.status_every)."""
+    interval = flow.microbatch_interval_ms / 1000
+    return max(1, math.ceil(STATUS_S / interval)) * interval
+
+
+def heartbeat_job_expected_s(config: MirrorConfig, source: str, target: str) -> float | None:
+    """How often the heartbeat job of pair source->target writes into the target's `heartbeats`:
+    its `emit.heartbeats.interval.seconds`; None if the config gives the pair no heartbeat job."""
+    for flow in config.heartbeat_flows:
+        if (flow.source, flow.target) == (source, target) and flow.emit_heartbeats_interval is not None:
+            return flow.emit_heartbeats_interval.total_seconds()
+    return None
+
+
 def heartbeat_expected_s(config: MirrorConfig, cluster: str, via: str | None) -> float | None:
     """How often a heartbeat should arrive in `cluster` through heartbeat topic `via`: the emit
-    interval into the cluster it started from plus the schedule of every replication hop on the
-    way (`B.A.heartbeats` on C: written into A, copied A->B, then B->C). None if a part has no
-    interval (heartbeats disabled there, or a hop only run by hand)."""
+    interval into the cluster it started from plus, for every replication hop on the way
+    (`B.A.heartbeats` on C: written into A, copied A->B, then B->C), how long that flow leaves a
+    record waiting (hop_delivery_s: its schedule, or its micro-batch interval). None if a part has
+    no interval (heartbeats disabled there, or a hop only run by hand)."""
     if via is None:
         return None
     chain = list(reversed(all_sources(cluster_policy(config, cluster), via)))
@@ -154,10 +220,8 @@ def heartbeat_expected_s(config: MirrorConfig, cluster: str, via: str | None) ->
         return None
     total = min(intervals)
     for source, target in zip(chain, [*chain[1:], cluster], strict=True):
-        try:
-            period = schedule_period_s(config.flow(source, target).replicate_schedule)
-        except (KeyError, ValueError):  # a chain through a cycle, or a flow the config rejects
-            return None
+        hop = flow_config(config, source, target)  # None: a chain through a cycle, or a rejected flow
+        period = None if hop is None else hop_delivery_s(hop)
         if period is None:
             return None
         total += period
