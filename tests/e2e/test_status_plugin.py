@@ -1,7 +1,7 @@
 """The plugin mounts the status app in Airflow's own api-server app: login enforced on the page
 and JSON, metrics open (no token set), numbers read from the clusters by the refresh thread the
 first request starts, and Airflow's metadata DB read for the DAGs the page waits on: paused ones
-are named, with what to do."""
+are named, with what to do. A flow's copy and its verification each have their own badge."""
 
 from __future__ import annotations
 
@@ -85,3 +85,9 @@ def test_plugin_serves_status_inside_the_api_server(airflow_home, kafka_clusters
         assert paused_text("heartbeat", dag) in page
     assert "no upstream clusters" in page
     assert '<span class="badge warn" title="unpause it in Airflow">paused</span>' in page
+    # Two badges per flow, one meaning each: whether it copies (no run yet), and the verdict of its
+    # last verification (none); the heartbeats written into each cluster have a table of their own.
+    assert "<th>Copy</th><th>Verification</th>" in page
+    assert ">no run yet</span>" in page and ">never verified</span>" in page
+    assert "<h2>Heartbeats written into each cluster</h2>" in page
+    assert "<strong>Copy</strong>" in page and "<strong>Verification</strong>" in page

@@ -47,6 +47,15 @@ def test_status_json_metrics_and_page(replicated, status_app, monkeypatch: pytes
     assert f'mirrorflow_flow_lag_records{{flow="A->B",topic="{topic}"}} 0.0' in text
     assert f'mirrorflow_flow_last_run_lost_to_retention{{flow="A->B",topic="{topic}"}} 0.0' in text
     assert 'mirrorflow_cluster_up{cluster="A"} 1.0' in text
+    # The page's badges, judged as the page judges them, in the JSON and the metrics: the run just
+    # ended (copying), no verification yet, each heartbeat job fresh against its 1 s interval.
+    health = status["health"]
+    assert health["flows"]["A->B"]["copy"]["state"] == "copying"
+    assert health["flows"]["A->B"]["verification"]["state"] == "never verified"
+    assert {j["job"]: j["state"] for j in health["heartbeat_jobs"]} == {"A->B": "healthy", "B->A": "healthy"}
+    assert 'mirrorflow_flow_copy_state{flow="A->B",state="copying"} 1.0' in text
+    assert 'mirrorflow_flow_copy_expected_seconds{flow="A->B"} 300.0' in text
+    assert 'mirrorflow_heartbeat_job_expected_seconds{cluster="B",source="A"} 1.0' in text
 
     page = client.get("/ui")
     assert page.status_code == 200 and 'fetch("ui?fragment=1"' in page.text
@@ -56,6 +65,7 @@ def test_status_json_metrics_and_page(replicated, status_app, monkeypatch: pytes
     assert f'<a href="{run}" target="_top"' in page.text
     assert f'<a href="{run}/tasks/report" target="_top"' in page.text
     assert f'<span class="mono">{topic}</span>' in page.text
+    assert "<th>Copy</th><th>Verification</th>" in page.text and ">never verified</span>" in page.text
     assert '<tr><td>B</td><td><span class="muted">no upstream clusters</span></td>' in page.text
     fragment = client.get("/ui", params={"fragment": 1}).text
     assert "<html" not in fragment and "status-run" in fragment and "<h2>Flows</h2>" in fragment
