@@ -54,6 +54,8 @@ def test_status_shows_the_last_verification_of_each_flow(
         "matched": 20,
         "wrong_total": 0,
         "explained_total": 0,
+        "removed_from_target": 0,
+        "removed_needed": 0,
         "pending": 5,
         "failed_partitions": 0,
         "sample": None,

@@ -41,7 +41,7 @@ from mirrorflow.airflow.status_links import (
 )
 from mirrorflow.airflow.status_seconds import topic_seconds
 from mirrorflow.control.mirror_status import ClusterStatus, FlowStatus, MirrorStatus
-from mirrorflow.control.status_copy import VERDICT_LEVEL
+from mirrorflow.control.status_copy import VERDICT_LEVEL, removed_figures
 from mirrorflow.control.status_health import (
     BAD,
     HEARTBEAT_ALLOWANCE,
@@ -121,6 +121,7 @@ def history_table(view: PageView, status: MirrorStatus) -> str:
                     f"{number(entry.get('matched', 0))} equal, {count_cell(entry.get('wrong_total', 0))} wrong, "
                     f"{number(entry.get('pending', 0))} not copied yet"
                 )
+                figures += "".join(f", {html.escape(part)}" for part in removed_figures(entry))
                 note = (
                     "all records"
                     if entry.get("sample") is None

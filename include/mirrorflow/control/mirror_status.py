@@ -193,6 +193,9 @@ def verification_overview(summary: dict[str, Any]) -> dict[str, Any]:
         "matched": totals.get("matched", 0),
         "wrong_total": totals.get("wrong_total", 0),
         "explained_total": totals.get("explained_total", 0),
+        # Copies the target removed: below every position still needed (explained), and not.
+        "removed_from_target": totals.get("explained", {}).get("removed_from_target", 0),
+        "removed_needed": totals.get("removed_needed", 0),
         "pending": totals.get("pending", 0),
         "failed_partitions": totals.get("failed_partitions", 0),
         "sample": summary.get("sample"),

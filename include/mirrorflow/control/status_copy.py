@@ -132,6 +132,18 @@ def verification_health(flow: FlowStatus) -> Health:
     )
 
 
+def removed_figures(last: dict[str, Any]) -> list[str]:
+    """The copies the target removed (its retention, DeleteRecords), as a verification overview
+    counts them: those a group to move or a migration still needs (the verdict is incomplete),
+    and those below every position still needed (explained, but no longer on the target)."""
+    parts = []
+    if last.get("removed_needed"):
+        parts.append(f"{last['removed_needed']:,} removed from the target though still needed")
+    if last.get("removed_from_target"):
+        parts.append(f"{last['removed_from_target']:,} removed from the target below every group's position")
+    return parts
+
+
 def figures(last: dict[str, Any]) -> str:
     """`3 wrong, 20 equal, 5 not copied yet` of a verification overview (mirror_status)."""
     parts = []
@@ -142,6 +154,7 @@ def figures(last: dict[str, Any]) -> str:
     parts.append(f"{last.get('matched', 0):,} equal")
     if last.get("pending"):
         parts.append(f"{last['pending']:,} not copied yet")
+    parts += removed_figures(last)
     sample = last.get("sample")
     if sample is not None:
         parts.append(f"sample {float(sample) * 100:.6g}%")

@@ -259,6 +259,14 @@ def job_grants(flow: FlowConfig, job: str) -> list[Grant]:
                 DESCRIBE,
                 "source reader's group id",
             ),
+            Grant(
+                "source",
+                GROUP,
+                GROUPS,
+                LITERAL,
+                DESCRIBE,
+                "read the groups' committed offsets: the target must hold what they have not read",
+            ),
             Grant("target", TOPIC, REMOTE_TOPICS, LITERAL, READ, "read the copies"),
             Grant(
                 "target", TOPIC, REMOTE_TOPICS, LITERAL, DESCRIBE_CONFIGS, "see which topics are compacted"

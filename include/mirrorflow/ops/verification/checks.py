@@ -32,7 +32,12 @@ class VerifySpan:
     Offsets [compare_end, end) are not copied yet. On the target, [target_start, target_end)
     is read: from where this source incarnation's copy begins (or the log start, if later) to
     the last stable offset at plan time. `stretches` are the sampled source ranges; empty means
-    the whole range."""
+    the whole range.
+
+    `needed_from` is the lowest source offset whose copy the target must still hold, and
+    `needed_by` who needs it (`group <name>`, or `migration` for what a migration copied): a
+    group moved to the target resumes at the first copy of its committed offset or later, so a
+    copy removed from the target at or above it would be skipped. None: nothing needs them."""
 
     topic: str
     partition: int
@@ -46,6 +51,8 @@ class VerifySpan:
     floor: int
     source_compacted: bool = False
     target_compacted: bool = False
+    needed_from: int | None = None
+    needed_by: str = ""
     stretches: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -96,6 +103,13 @@ class PartitionCheck:
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    # Copies removed from the target (its retention, DeleteRecords) that a group to move or a
+    # migration still needs (VerifySpan.needed_from): how many, the source offsets of the first
+    # and past the last, and who needs them. Not wrong, never explained: the copy is incomplete.
+    removed_needed: int = 0
+    removed_range: list[int] = field(default_factory=list)
+    needed_from: int | None = None
+    needed_by: str = ""
 
     @property
     def wrong_total(self) -> int:
@@ -111,9 +125,19 @@ class PartitionCheck:
             if self.unattributed and self.wrong_total == self.wrong["missing"]:
                 return "unverifiable"
             return "mismatch"
+        if self.removed_needed:
+            return "removed"
         if self.pending:
             return "pending"
         return "match"
+
+    def removed(self, offset: int) -> None:
+        """A source record whose copy the target removed though it is still needed."""
+        self.removed_needed += 1
+        if self.removed_range:
+            self.removed_range[1] = offset + 1
+        else:
+            self.removed_range = [offset, offset + 1]
 
     def note(self, kind: str, source_offset: int | None, target_offset: int | None, detail: str = "") -> None:
         self.wrong[kind] += 1

@@ -13,7 +13,10 @@ difference lands on an exact pair of offsets:
   (`removed_from_source`, `compacted_on_source`), source records whose copy the target's own
   retention or compaction removed (`removed_from_target`, `compacted_on_target`), records never
   copied because they came from the target (`loops`), timestamps Kafka or librdkafka rewrote
-  (`log_append_time`, `retimed`: CreateTime 0, which librdkafka reads as "now").
+  (`log_append_time`, `retimed`: CreateTime 0, which librdkafka reads as "now");
+* neither: copies the target removed at or above the span's `needed_from` (a group to move has
+  not read them, or a migration promised them) are `removed_needed`, with their range: nothing
+  is wrong, but the copy is not complete for those who need it.
 
 Aborted source transactions never show: both sides are read read_committed, and an aborted copy
 transaction on the target is as invisible as the source's own. Source offsets that hold no record
@@ -110,6 +113,8 @@ def compare_partition(
         sampled=bool(span.stretches),
         stretches=len(span.stretches),
         pending=span.pending,
+        needed_from=span.needed_from,
+        needed_by=span.needed_by,
     )
     digests = Digests()
     provenances = _Provenances(job, span)
@@ -203,7 +208,10 @@ def _merge(
         if headers and _is_loop(headers, job.target):
             check.explained["loops"] += 1
         elif before_any_copy and head_trimmed:
-            check.explained["removed_from_target"] += 1
+            if span.needed_from is not None and offset >= span.needed_from:
+                check.removed(offset)
+            else:
+                check.explained["removed_from_target"] += 1
         elif span.target_compacted and len(compacted_missing) < COMPACTED_KEYS_LIMIT:
             compacted_missing.setdefault(message.key(), []).append(offset)
         else:

@@ -5,6 +5,12 @@ incarnations) and the target range holding the copies. Read-only on both cluster
 
 `sample` verifies random contiguous stretches of STRETCH offsets covering that fraction of each
 partition instead of all of it (report.confidence says what that proves).
+
+Per partition the plan also fixes from which source offset the target must still hold the copies
+(`needed_from`): the lowest committed offset of the groups to move (by default those the flow
+checkpoints; a migration names its own), or where a migration's own copy began. A copy the target
+removed (its retention, DeleteRecords) below it is explained; at or above it, the copy is not
+complete for whoever needs it (see compare).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import math
 import random
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,6 +29,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
+from mirrorflow.control.translation.group_pass import relevant_group_offsets
 from mirrorflow.kafka import admin_client, topic_ids
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.verification.checks import VerifySpan
@@ -109,6 +116,27 @@ def stretches(start: int, end: int, fraction: float, rng: random.Random) -> tupl
     return tuple((start + b * STRETCH, min(end, start + (b + 1) * STRETCH)) for b in chosen)
 
 
+TopicPartition = tuple[str, int]
+
+
+def needed_offsets(
+    flow: FlowConfig,
+    clients: FlowClients,
+    groups: Callable[[str], object] | None,
+    promised: Mapping[TopicPartition, int] | None,
+) -> dict[TopicPartition, tuple[int, str]]:
+    """Per source partition the lowest offset whose copy the target must still hold, and who
+    needs it: the committed offsets of the source groups `groups` picks (None: those the flow
+    checkpoints), and `promised`, where a migration's own copy of a partition began."""
+    needed = {tp: (start, "migration") for tp, start in (promised or {}).items()}
+    found = relevant_group_offsets(flow, clients, wanted=groups)
+    for group, offsets in sorted(found.offsets.items()):
+        for tp, committed in offsets.items():
+            if tp not in needed or committed.offset < needed[tp][0]:
+                needed[tp] = (committed.offset, f"group {group}")
+    return needed
+
+
 def plan_verify(
     flow: FlowConfig,
     clients: FlowClients,
@@ -118,11 +146,15 @@ def plan_verify(
     sample: float | None = None,
     seed: int | None = None,
     delivery: str | None = None,
-    ends: Mapping[tuple[str, int], int] | None = None,
+    ends: Mapping[TopicPartition, int] | None = None,
+    groups: Callable[[str], object] | None = None,
+    promised: Mapping[TopicPartition, int] | None = None,
 ) -> VerifyPlan:
     """Fix what to verify, reading both clusters and changing nothing on either. `ends` fixes
     the end of named partitions (a migration's planned ends: exactly what it copied), at most
-    their last stable offset; partitions not named are verified as `until_ms` says."""
+    their last stable offset; partitions not named are verified as `until_ms` says. `groups`
+    picks the groups to move by name (None: the groups the flow checkpoints) and `promised`
+    names where a migration's copy began per partition (needed_offsets)."""
     if not flow.provenance_headers_enabled:
         raise VerifyError(
             f"{flow.name} copies without provenance headers (mirrorflow.provenance.headers.enabled = false), "
@@ -169,6 +201,7 @@ def plan_verify(
     remote_ids = topic_ids(target_admin, [r for r in remote.values() if r in target_listed])
     source_configs = describe_topic_configs(source_admin, remote)
     remote_configs = describe_topic_configs(target_admin, [r for r in remote.values() if r in target_listed])
+    needed = needed_offsets(flow, clients, groups, promised)
 
     seed = zlib.crc32(run_id.encode()) if seed is None else seed
     spans = []
@@ -203,6 +236,8 @@ def plan_verify(
                 floor=floor,
                 source_compacted=_compacted(source_configs.get(topic, ())),
                 target_compacted=_compacted(remote_configs.get(remote_topic, ())),
+                needed_from=needed.get((topic, partition), (None, ""))[0],
+                needed_by=needed.get((topic, partition), (None, ""))[1],
                 stretches=chosen,
             )
         )

@@ -71,6 +71,8 @@ class VerifyReport:
             "failed_partitions": 0,
             "mismatched_partitions": 0,
             "unverifiable_partitions": 0,
+            "removed_needed": 0,
+            "removed_partitions": 0,
             "stretches": 0,
         }
         for check in self.checks:
@@ -92,6 +94,8 @@ class VerifyReport:
             out["failed_partitions"] += check["verdict"] == "error"
             out["mismatched_partitions"] += check["verdict"] == "mismatch"
             out["unverifiable_partitions"] += check["verdict"] == "unverifiable"
+            out["removed_needed"] += check.get("removed_needed", 0)
+            out["removed_partitions"] += check.get("removed_needed", 0) > 0
             out["stretches"] += check["stretches"]
         out["wrong_total"] = sum(out["wrong"].values())
         out["explained_total"] = sum(out["explained"].values())
@@ -99,12 +103,13 @@ class VerifyReport:
 
     def verdict(self, totals: Mapping[str, Any] | None = None) -> str:
         """failed: something is wrong or could not be read; incomplete: nothing is wrong, but
-        not everything to the end was copied, or some could not be attributed; verified: every
-        record in range was compared and is equal (sampled: every sampled record)."""
+        not everything to the end was copied, or some could not be attributed, or the target
+        removed copies a group to move or the migration still needs; verified: every record in
+        range was compared and is equal (sampled: every sampled record)."""
         totals = self.totals() if totals is None else totals
         if totals["mismatched_partitions"] or totals["failed_partitions"]:
             return "failed"
-        if totals["pending"] or totals["unverifiable_partitions"]:
+        if totals["pending"] or totals["unverifiable_partitions"] or totals["removed_partitions"]:
             return "incomplete"
         return "sample passed" if self.sample is not None else "verified"
 
@@ -127,6 +132,7 @@ class VerifyReport:
         per_topic: dict[str, dict[str, Any]] = {}
         mismatches: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
+        removed: list[dict[str, Any]] = []
         mismatch_count = error_count = 0
         for check in self.checks:
             row = per_topic.setdefault(
@@ -152,6 +158,18 @@ class VerifyReport:
                 error_count += 1
                 if len(errors) < ERROR_ROWS:
                     errors.append({**where, "error": check["error"]})
+            if check.get("removed_needed") and len(removed) < ERROR_ROWS:
+                first, end = check["removed_range"]
+                removed.append(
+                    {
+                        **where,
+                        "from": first,
+                        "to": end,
+                        "records": check["removed_needed"],
+                        "needed_from": check["needed_from"],
+                        "needed_by": check["needed_by"],
+                    }
+                )
         topics = dict(
             heapq.nsmallest(
                 TOPIC_ROWS, per_topic.items(), key=lambda i: (-i[1]["wrong"], -i[1]["pending"], i[0])
@@ -178,6 +196,7 @@ class VerifyReport:
             + sum(max(0, sum(c["wrong"].values()) - len(c["mismatches"])) for c in self.checks),
             "errors": errors,
             "error_count": error_count,
+            "removed": removed,
         }
 
     def json_pieces(self, checks_per_piece: int = 500) -> Iterator[str]:
@@ -281,12 +300,56 @@ def verdict_problem(summary: Mapping[str, Any]) -> str | None:
             f"{totals['unverifiable_partitions']:,} partition(s) hold records without provenance that may be "
             "the missing copies"
         )
+    removed = totals.get("removed_partitions", 0)
+    if removed:
+        parts.append(
+            f"the target no longer holds the copies of {totals['removed_needed']:,} record(s) in {removed:,} "
+            f"partition(s) that are still needed ({removed_text(summary)})"
+        )
+    advice = "verify again once the copy has caught up"
+    if removed:
+        advice = (
+            "the target's retention or a DeleteRecords removed those copies, and a group moved there now "
+            "would skip them: move a group only once it has read past them on the source"
+            + ("; " + advice if totals["pending"] or totals["unverifiable_partitions"] else "")
+        )
     return (
         f"The verification {summary['run_id']} of {summary['flow']} is {verdict}: "
         + "; ".join(parts or ["not everything in range could be compared"])
-        + f". Nothing compared is wrong ({totals['matched']:,} record(s) equal); verify again once the copy "
-        "has caught up."
+        + f". Nothing compared is wrong ({totals['matched']:,} record(s) equal); {advice}."
     )
+
+
+def removed_line(row: Mapping[str, Any]) -> str:
+    """`orders-0 source offsets 100 to 149 (50 record(s), group shop has read only up to 100)`."""
+    who = row["needed_by"]
+    why = (
+        f"this migration copied them from offset {row['needed_from']:,}"
+        if who == "migration"
+        else f"{who} has read only up to {row['needed_from']:,}"
+    )
+    return (
+        f"{row['topic']}-{row['partition']} source offsets {row['from']:,} to {row['to'] - 1:,} "
+        f"({row['records']:,} record(s), {why})"
+    )
+
+
+def removed_text(summary: Mapping[str, Any], shown: int = 5) -> str:
+    """The first partitions whose needed copies the target removed, each with its range."""
+    rows = summary.get("removed", [])
+    more = summary["totals"].get("removed_partitions", 0) - min(shown, len(rows))
+    return ", ".join(removed_line(r) for r in rows[:shown]) + (
+        f" and {more:,} more partition(s) in the stored summary" if more > 0 else ""
+    )
+
+
+def removed_from_target_text(totals: Mapping[str, Any]) -> str:
+    """What the target no longer holds, for a figures line: ` (10 removed from the target, below every
+    position still needed)`, `, 50 removed from the target though still needed`, or nothing."""
+    below = totals.get("explained", {}).get("removed_from_target", 0)
+    needed = totals.get("removed_needed", 0)
+    text = f" ({below:,} removed from the target, below every position still needed)" if below else ""
+    return text + (f", {needed:,} removed from the target though still needed" if needed else "")
 
 
 def summary_lines(summary: Mapping[str, Any]) -> list[str]:
@@ -310,7 +373,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
         *([f"... and {more:,} more topic(s); the totals count them"] if more > 0 else []),
         f"verdict {summary['verdict']}: {totals['partitions']:,} partition(s), {totals['source_records']:,} "
         f"source record(s) compared, {totals['matched']:,} equal, {totals['wrong_total']:,} wrong, "
-        f"{totals['explained_total']:,} explained, {totals['pending']:,} not copied, "
-        f"{totals['failed_partitions']:,} partition(s) not read"
+        f"{totals['explained_total']:,} explained{removed_from_target_text(totals)}, {totals['pending']:,} not "
+        f"copied, {totals['failed_partitions']:,} partition(s) not read"
         + (f"; {summary['confidence']}" if summary.get("confidence") else ""),
     ]

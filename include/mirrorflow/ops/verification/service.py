@@ -4,7 +4,7 @@ path or a loaded config: plan (checks first, stores the plan), compare, report."
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mirrorflow.clients import FlowClients, check_reachable
@@ -30,9 +30,12 @@ def _fix_and_store(
     delivery: str | None,
     ends: Mapping[tuple[str, int], int] | None,
     connect_timeout_s: float | None,
+    groups: Callable[[str], object] | None = None,
+    promised: Mapping[tuple[str, int], int] | None = None,
 ) -> tuple[verify_plan.VerifyPlan, int]:
     """Check both clusters answer and the ACLs are there, fix the plan and store it: the plan
-    and its offset in the run-records topic."""
+    and its offset in the run-records topic. `groups` and `promised`: plan_verify's (who needs
+    the copies on the target; None: the groups the flow checkpoints)."""
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, "verify", clients)
     fixed = verify_plan.plan_verify(
@@ -44,6 +47,8 @@ def _fix_and_store(
         seed=seed,
         delivery=delivery,
         ends=ends,
+        groups=groups,
+        promised=promised,
     )
     return fixed, verify_plan.store_plan(clients, fixed)
 
@@ -60,6 +65,8 @@ def plan(
     seed: int | None = None,
     delivery: str | None = None,
     ends: Mapping[tuple[str, int], int] | None = None,
+    groups: Callable[[str], object] | None = None,
+    promised: Mapping[tuple[str, int], int] | None = None,
     connection_extra: ConnectionExtra | None = None,
     connect_timeout_s: float | None = None,
 ) -> dict[str, Any]:
@@ -77,6 +84,8 @@ def plan(
         delivery=delivery,
         ends=ends,
         connect_timeout_s=connect_timeout_s,
+        groups=groups,
+        promised=promised,
     )
     return verify_plan.plan_overview(fixed, offset)
 
