@@ -83,11 +83,19 @@ def verification_line(evidence: Mapping[str, Any], asked_to_verify: bool) -> str
             return "**Verification**: **none**: the verification did not finish."
         return "**Verification**: **not run** (turned off in the form): what was copied is not proven."
     totals = verification["totals"]
+    removed = totals.get("explained", {}).get("removed_from_target", 0)
     return (
         f"**Verification**: **{verification['verdict']}**: {totals['source_records']:,} record(s) of "
         f"{totals['partitions']:,} partition(s) compared up to the migration's ends; {totals['matched']:,} "
         f"equal, {totals['wrong_total']:,} wrong, {totals['explained_total']:,} explained, "
         f"{totals['pending']:,} not copied."
+        + (
+            f" Of the explained, **{removed:,}** record(s) are no longer on the target (its retention or a "
+            "DeleteRecords removed their copies), all below every group's committed offset and before what "
+            "this run copied: no group to move needs them."
+            if removed
+            else ""
+        )
     )
 
 

@@ -1,6 +1,7 @@
 """The migration's steps after the copy, as functions the `mirrorflow_migrate` tasks call: the
-check of the form against the source, the evidence gathered from what the copy and the
-verification stored, the cut-over of the groups that evidence covers, and the final outcome.
+check of the form against the source, the verification's plan, the evidence gathered from what
+the copy and the verification stored, the cut-over of the groups that evidence covers, and the
+final outcome.
 
 Each reads Kafka only through mirrorflow's own readers and hands on bounded results.
 """
@@ -64,6 +65,47 @@ def check_step(path: str, clusters: list[str], params: Mapping[str, Any]) -> dic
     return {**checked.to_dict(), "until_ms": until_ms}
 
 
+def verify_plan_step(
+    path: str, params: Mapping[str, Any], run_id: str, planned: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The verification's plan, exactly up to the ends the copy's plan fixed. The copies the
+    target must still hold are those of what this run copied and of every record the groups to
+    move have not read; a copy the target removed there makes the verdict incomplete."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from mirrorflow.clients import FlowClients
+    from mirrorflow.ops.verification import service as verify_service
+    from mirrorflow.ops.verification.plan import VerifyError
+    from mirrorflow.replicate import run_reading
+    from mirrorflow.replicate.plan import Plan
+
+    if not params["verify"]:
+        raise AirflowSkipException("verification turned off in the form")
+    flow = load_config(path).flow(params["source"], params["target"])
+    groups = groups_regex(params)
+    with failing_at_once(VerifyError):
+        _, _, _, body = run_reading.read_run_record(
+            FlowClients.resolve(flow).target_consumer, planned["plan_offset"]
+        )
+        copied = Plan.from_json(body)
+        return verify_service.plan(
+            path,
+            params["source"],
+            params["target"],
+            run_id=run_id,
+            topics=params["topics"],
+            delivery=copied.delivery,
+            ends={(s.topic, s.partition): s.end for s in copied.spans},
+            groups=re.compile(groups).fullmatch if groups else _no_group,
+            promised={(s.topic, s.partition): s.start for s in copied.spans if s.start < s.end},
+        )
+
+
+def _no_group(_group: str) -> bool:
+    """A copy-only migration moves no group."""
+    return False
+
+
 def gather_evidence(
     path: str, params: Mapping[str, Any], run_id: str, xcom: XCom, *, with_groups: bool
 ) -> dict[str, Any]:
@@ -71,7 +113,8 @@ def gather_evidence(
     the run-records topic, the verification's reports, and a failover dry run of the groups."""
     from mirrorflow.clients import FlowClients
     from mirrorflow.ops.failover import FailoverError, failover
-    from mirrorflow.ops.migration_evidence import evidence_document
+    from mirrorflow.ops.migration_evidence import copied_partitions, evidence_document
+    from mirrorflow.ops.removed_copies import skipped_records
     from mirrorflow.ops.verification.report import REPORT_KIND as VERIFY_REPORT_KIND
     from mirrorflow.ops.verification.report import VerifyReport
     from mirrorflow.replicate import run_reading
@@ -79,7 +122,8 @@ def gather_evidence(
     from mirrorflow.replicate.report import RunReport
 
     flow = load_config(path).flow(params["source"], params["target"])
-    consumer = FlowClients.resolve(flow).target_consumer
+    clients = FlowClients.resolve(flow)
+    consumer = clients.target_consumer
     planned, copied, verification = xcom("plan"), xcom("report"), xcom("verify_report")
     plan = Plan.from_json(run_reading.read_run_record(consumer, planned["plan_offset"])[3])
     bodies = run_reading.wait_for_run_records(
@@ -97,7 +141,7 @@ def gather_evidence(
             timeout_s=10,
         )
         checks = VerifyReport.merge([VerifyReport(**b) for b in found]).checks
-    rows = None
+    rows = skipped = None
     if with_groups:
         with failing_at_once(FailoverError):
             moves = failover(
@@ -109,6 +153,8 @@ def gather_evidence(
                 require_enabled=False,
             )
         rows = moves.to_dict()["rows"]
+        ends = {k: p.copied_to for k, p in copied_partitions(plan, report, checks).items()}
+        skipped = skipped_records(flow, clients, rows, ends)
     return evidence_document(
         plan=plan,
         report=report,
@@ -118,17 +164,22 @@ def gather_evidence(
         rows=rows,
         asked={"topics": params["topics"], "until": params["until"], "until_ms": xcom("check")["until_ms"]},
         warnings=xcom("check")["warnings"],
+        skipped=skipped,
     )
 
 
 def evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
     """The evidence as a task log tells it: what was copied, the verdict, each group's fate."""
+    from mirrorflow.ops.verification.report import removed_from_target_text
+
     copy = evidence["copy"]
     verification = evidence["verification"]
     lines = [
         f"copied: {copy['partitions']:,} partition(s) of {copy['topics']:,} topic(s), {copy['records']:,} record(s) "
         f"by this run, {copy['missing']:,} offset(s) up to the ends missing on the target",
-        "verification: " + ("not run" if verification is None else verification["verdict"]),
+        "verification: "
+        + ("not run" if verification is None else verification["verdict"])
+        + ("" if verification is None else removed_from_target_text(verification["totals"])),
     ]
     for group in evidence["groups"]:
         fate = "moves" if group["movable"] else "blocked: " + "; ".join(group["blocked"])

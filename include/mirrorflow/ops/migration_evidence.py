@@ -6,9 +6,10 @@ resolved to), how far each is on the target now (the run report's progress, or t
 start for a partition with nothing left to copy), how far the verification compared it and what
 it found, and for every group to move, each partition it reads: its committed offset against
 those figures. A group is movable only when every partition it reads belongs to the migration
-and was copied, and verified when verification is on, up to the group's committed offset, and
-its offset translates; otherwise it is blocked, each reason named, and the cut-over leaves it
-where it is.
+and was copied, and verified when verification is on, up to the group's committed offset, its
+offset translates, and the target still holds the copies of every record it has not read (the
+target's retention or a DeleteRecords may have removed some since the copy: ops.removed_copies);
+otherwise it is blocked, each reason named, and the cut-over leaves it where it is.
 
 Everything is read from what the steps stored in the run-records topic (the plan, the run's
 reports, the verification's reports); the figures handed on (XCom, the approval's text) are
@@ -90,9 +91,12 @@ def group_evidence(
     *,
     topics_regex: str,
     verified: bool,
+    skipped: Mapping[tuple[str, str, int], tuple[int, int]] | None = None,
 ) -> list[GroupEvidence]:
     """Per group (in name order) its partitions held against `copied`; `rows` are a failover dry
-    run's (FailoverRow as dicts); `verified`: whether the migration verified its copy."""
+    run's (FailoverRow as dicts); `verified`: whether the migration verified its copy; `skipped`:
+    per (group, source topic, partition) the source offsets [first, end) the group has not read
+    whose copies the target no longer holds (removed_copies.skipped_records)."""
     by_group: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_group.setdefault(row["group"], []).append(row)
@@ -119,6 +123,13 @@ def group_evidence(
                 problem = f"{key[0]}-{key[1]}: not verified up to offset {read_to:,} ({found})"
             elif row["status"] == UNTRANSLATED or row["target_offset"] is None:
                 problem = f"{key[0]}-{key[1]}: its offset does not translate ({row.get('note') or 'no sync'})"
+            elif (group, *key) in (skipped or {}):
+                first, end = (skipped or {})[(group, *key)]
+                problem = (
+                    f"{key[0]}-{key[1]}: the target no longer holds the copies of source offsets {first:,} to "
+                    f"{end - 1:,}, which the group has not read (its retention or a DeleteRecords removed them); "
+                    f"moved now, it would skip them"
+                )
             if problem:
                 evidence.blocked.append(problem)
             if len(evidence.rows) < GROUP_ROWS:
@@ -178,13 +189,17 @@ def evidence_document(
     rows: Iterable[Mapping[str, Any]] | None,
     asked: Mapping[str, Any],
     warnings: Iterable[str] = (),
+    skipped: Mapping[tuple[str, str, int], tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """The whole evidence, bounded, as the preview hands it on (XCom) and the approval shows it.
     `asked` holds the form's topics, until (as written) and until_ms (None for now); `lag_left`
-    is what the run's summary measured after the copy (offsets left up to the source's end)."""
+    is what the run's summary measured after the copy (offsets left up to the source's end);
+    `skipped` is group_evidence's."""
     copied = copied_partitions(plan, report, checks)
     groups = (
-        group_evidence(rows, copied, topics_regex=asked["topics"], verified=verification is not None)
+        group_evidence(
+            rows, copied, topics_regex=asked["topics"], verified=verification is not None, skipped=skipped
+        )
         if rows is not None
         else []
     )
