@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.spark.outcome import LOST_MARK
@@ -47,8 +48,16 @@ def first_records_landed(bootstrap: str, topic: str, partitions: int, timeout_s:
         consumer.close()
 
 
+MODES = {
+    "batch": "",
+    # A window of a minute, a batch every 250 ms: the target is killed while it copies.
+    "micro-batch": "A->B.mirrorflow.replicate.mode = micro-batch\nA->B.mirrorflow.microbatch.window.seconds = 60\n",
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
 def test_a_target_killed_mid_copy_fails_the_run_once_in_the_plans_sentence(
-    airflow_home, kafka_clusters, tmp_path
+    airflow_home, kafka_clusters, tmp_path, mode
 ) -> None:
     a, b = kafka_clusters(2)
     create_topics(a.bootstrap, ("orders", 4))
@@ -60,7 +69,7 @@ def test_a_target_killed_mid_copy_fails_the_run_once_in_the_plans_sentence(
             ["A->B"],
             f"mirrorflow.cluster.unreachable.timeout.ms = {LIMIT_S * 1000}\n"
             # 30 MB at 300 kB/s: the copy is still running when the target is killed.
-            "A->B.mirrorflow.replicate.max.bytes.per.second = 300000\n",
+            "A->B.mirrorflow.replicate.max.bytes.per.second = 300000\n" + MODES[mode],
         )
     )
     env = {"MIRRORFLOW_CONFIG": str(config)}

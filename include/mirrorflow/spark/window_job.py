@@ -28,7 +28,7 @@ from mirrorflow.replicate.window.settings import WindowSettings, clock, window_s
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.summary import window_sentences
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
-from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, read_plan, run_slices
+from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, lost, read_plan_or_lost, run_slices
 
 log = logging.getLogger("mirrorflow.spark.window")
 
@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging()
     args = parse_args(argv)
     flow, clients = flow_and_clients(args)
-    plan = read_plan(flow, clients, args.plan_offset)
+    plan = read_plan_or_lost(flow, clients, args.plan_offset)
+    if isinstance(plan, int):
+        return plan
     run_id = plan.run_id
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
     slots = spark_task_slots()
@@ -106,10 +108,18 @@ def main(argv: list[str] | None = None) -> int:
     result = driver.run(launch, tasks)
     for line in window_sentences(result.report.summary(), name=f"Window {run_id} of {flow.name}"):
         log.info("%s", line)
-    if result.error:
-        log.error("%s", result.error)
     if not result.report.ok:
         log.error("%s", result.report.failure_message())
+    gone = next((unit for unit in result.report.units if unit.get("unreachable")), None)
+    if gone is not None:
+        # As a batch copy: the plan's sentence, and no retry of the task (spark/outcome.py).
+        return lost(
+            flow,
+            clients,
+            result.error or gone.get("error") or f"cluster {gone['unreachable']} is unreachable",
+        )
+    if result.error:
+        log.error("%s", result.error)
     return 0 if result.ok else 1
 
 
