@@ -5,10 +5,13 @@
   a problem fails this task alone, at once, with one sentence per problem, and the run stops.
 * plan -> copy -> report copy everything up to the moment asked for.
 * verify_plan -> verify -> verify_report (optional): the copy proved record by record, exactly up
-  to the ends the migration fixed; any verdict but verified stops the workflow.
+  to the ends the migration fixed; any verdict but verified stops the workflow (incomplete too
+  when the target removed copies of what this run copied or of records a group to move has not
+  read).
 * preview: the evidence (mirrorflow.ops.migration_evidence): what was asked, what "Copy up to"
   resolved to, what was copied and verified, and per group to move whether every partition it
-  reads was copied and verified up to its committed offset; a group that was not is blocked.
+  reads was copied and verified up to its committed offset and the target still holds every
+  copy the group has not read; a group that was not is blocked.
 * approve (optional): Airflow's human-in-the-loop approval showing that evidence.
 * cutover: failover of the movable groups only (a dry run when the form says so).
 * final_report: one record of what happened, stored as `migration-summary` and returned; it fails,
@@ -143,7 +146,8 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
             "Then, each step optional in the form: **verify** the copy record by record up to exactly where it "
             "stopped (any verdict but verified stops here); **preview** the evidence: what was copied and "
             "verified, and for each group whether every partition it reads was copied and verified up to its "
-            "committed offset (a group that was not is blocked and never moved); **approve** (human in the "
+            "committed offset and the target still holds every copy it has not read (a group that was not "
+            "is blocked and never moved); **approve** (human in the "
             "loop: Reject changes nothing); **cutover** moves the movable groups (a dry run commits nothing); "
             "**final_report** stores what happened as `migration-summary` and fails unless the migration is "
             "done (a failed step, or a rejected cut-over)."
@@ -180,32 +184,9 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         @task(task_id="verify_plan", retries=1, **quiet)
         def verify_plan(planned: dict[str, Any]) -> dict[str, Any]:
-            from airflow.sdk.exceptions import AirflowSkipException
+            from mirrorflow.airflow.migrate_steps import verify_plan_step
 
-            from mirrorflow.clients import FlowClients
-            from mirrorflow.ops.verification import service as verify_service
-            from mirrorflow.ops.verification.plan import VerifyError
-            from mirrorflow.replicate import run_reading
-            from mirrorflow.replicate.plan import Plan
-
-            params = _params()
-            if not params["verify"]:
-                raise AirflowSkipException("verification turned off in the form")
-            flow = config.flow(params["source"], params["target"])
-            with failing_at_once(VerifyError):
-                _, _, _, body = run_reading.read_run_record(
-                    FlowClients.resolve(flow).target_consumer, planned["plan_offset"]
-                )
-                copied = Plan.from_json(body)
-                return verify_service.plan(
-                    path,
-                    params["source"],
-                    params["target"],
-                    run_id=_run_id(),
-                    topics=params["topics"],
-                    delivery=copied.delivery,
-                    ends={(s.topic, s.partition): s.end for s in copied.spans},
-                )
+            return verify_plan_step(path, _params(), _run_id(), planned)
 
         compare = MigrationVerifyOperator(task_id="verify", config_path=path)
 
