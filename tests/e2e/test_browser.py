@@ -311,7 +311,7 @@ def test_a_rejected_cut_over_ends_the_run_not_done(day: Day) -> None:
     # Not green: a rejection ends the approve step skipped (Airflow's approval succeeds whatever the answer).
     assert (states["approve"], states["cutover"], states["final_report"]) == ("skipped", "skipped", "failed")
     _said_before_the_traceback(
-        day, MIGRATE, run_id, "final_report", "The cut-over was rejected: no consumer group was moved"
+        day, MIGRATE, run_id, "final_report", "The cut-over was rejected by admin: no consumer group was moved"
     )
     page.goto(f"{server.url}/dags/{MIGRATE}/runs/{quote(run_id, safe='')}")
     page.get_by_text("Failed").first.wait_for()

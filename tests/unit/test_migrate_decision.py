@@ -20,3 +20,14 @@ def test_a_skipped_approve_step_without_an_answer_was_not_asked() -> None:
 
 def test_an_approval_is_a_successful_approve_step() -> None:
     assert decision({"approve": "success", "cutover": "success"}, APPROVED) == ("approved", "ops")
+
+
+def test_the_cut_over_reads_a_rejection_from_the_approval_and_nothing_else() -> None:
+    """The cut-over step, which runs only once the approval step has ended, skips itself on a
+    rejection (skipping it from the approval step let the final report run first)."""
+    from mirrorflow.airflow.migrate_steps import rejected_by
+
+    assert rejected_by(REJECTED) == " by ops"
+    assert rejected_by({"chosen_options": ["Reject"]}) == ""
+    assert rejected_by(APPROVED) is None
+    assert rejected_by(None) is None

@@ -98,11 +98,17 @@ class MigrationApproval(ApprovalOperator):
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        from airflow.providers.standard.operators.hitl import HITLOperator
         from airflow.sdk.exceptions import AirflowSkipException
 
-        answer = super().execute_complete(context=context, event=event)
-        if answer.get("chosen_options") == [self.APPROVE]:
-            return answer
+        if "error" in event or event.get("chosen_options") == [self.APPROVE]:
+            return super().execute_complete(context=context, event=event)
+        # Airflow's own path for a rejection skips the steps after it through SkipMixin, which
+        # ends this step a success. The answer is read and checked as Airflow does and kept; the
+        # cut-over, which runs only once this step has ended, reads it and skips itself. (Skipping
+        # the cut-over from here let the final report run, and take the run for done, while this
+        # step was still running.)
+        answer = dict(HITLOperator.execute_complete(self, context=context, event=event))
         context["ti"].xcom_push(key="return_value", value=answer)
         who = (answer.get("responded_by_user") or {}).get("name")
         raise AirflowSkipException(
@@ -217,8 +223,13 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         @task(task_id="cutover", trigger_rule=AFTER_OPTIONAL, retries=0, **quiet)
         def cutover() -> dict[str, Any]:
-            from mirrorflow.airflow.migrate_steps import cutover_step
+            from airflow.sdk.exceptions import AirflowSkipException
 
+            from mirrorflow.airflow.migrate_steps import cutover_step, rejected_by
+
+            rejected = rejected_by(_xcom("approve"))
+            if rejected is not None:
+                raise AirflowSkipException(f"the cut-over was rejected{rejected}: no consumer group is moved")
             return cutover_step(path, _params(), _run_id(), _xcom)
 
         @task(task_id="final_report", trigger_rule="all_done", retries=0, **quiet)

@@ -274,6 +274,16 @@ STEPS = (
 )
 
 
+def rejected_by(approval: Mapping[str, Any] | None) -> str | None:
+    """ " by <who>" (or "") when the approval step's answer is a rejection; None otherwise (approved,
+    or never asked: the step was skipped by the form and left no answer)."""
+    chosen = (approval or {}).get("chosen_options")
+    if chosen is None or chosen == ["Approve"]:
+        return None
+    who = ((approval or {}).get("responded_by_user") or {}).get("name")
+    return f" by {who}" if who else ""
+
+
 def decision(states: Mapping[str, str], approval: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """(approved | rejected | not asked, who answered). A rejection ends the approve step
     skipped with its answer in XCom (MigrationApproval); skipped without one, it was not asked."""

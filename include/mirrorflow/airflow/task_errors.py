@@ -77,11 +77,18 @@ def stop_the_run(message: str, *, keep: Iterable[str]) -> NoReturn:
     fails."""
     from airflow.sdk import get_current_context
     from airflow.sdk.exceptions import AirflowFailException
+
+    kept = set(keep)
+    skip_tasks(sorted(get_current_context()["task"].get_flat_relative_ids(upstream=False) - kept))
+    raise AirflowFailException(message)
+
+
+def skip_tasks(task_ids: list[str]) -> None:
+    """Ask this task's supervisor to mark `task_ids` of this run skipped (SkipDownstreamTasks,
+    Airflow 3.3's execution API), whatever this task then ends as. SkipMixin does the same only
+    for a task that then succeeds."""
     from airflow.sdk.execution_time.comms import SkipDownstreamTasks
     from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS
 
-    kept = set(keep)
-    after = sorted(get_current_context()["task"].get_flat_relative_ids(upstream=False) - kept)
-    if after:
-        SUPERVISOR_COMMS.send(msg=SkipDownstreamTasks(tasks=after))
-    raise AirflowFailException(message)
+    if task_ids:
+        SUPERVISOR_COMMS.send(msg=SkipDownstreamTasks(tasks=task_ids))
