@@ -25,8 +25,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig
@@ -53,6 +51,7 @@ from mirrorflow.ops.failover_rows import (
     UNTRANSLATED,
     WOULD_COMMIT,
     FailoverError,
+    FailoverResult,
     FailoverRow,
     checkpoint_rows,
     live_rows,
@@ -60,28 +59,6 @@ from mirrorflow.ops.failover_rows import (
 from mirrorflow.ops.failover_tails import divergent_message, place_around_tails, read_tails
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class FailoverResult:
-    source: str
-    target: str
-    groups_regex: str
-    dry_run: bool
-    mode: str
-    rows: list[FailoverRow] = field(default_factory=list)
-    committed: list[str] = field(default_factory=list)
-    refused: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    # Partitions the moving groups will read on the target that hold records the flow back to
-    # the source never copied (divergent_tail), the first DIVERGENT_ROWS of them, and the choice.
-    divergent: list[dict[str, Any]] = field(default_factory=list)
-    divergent_count: int = 0
-    divergent_choice: str | None = None
-    aside_copied: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _missing_flow(config: MirrorConfig, source: str, target: str) -> str:

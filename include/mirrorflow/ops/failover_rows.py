@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig, MirrorConfig
@@ -184,3 +185,25 @@ def upstream_name(flow: FlowConfig, downstream: str) -> str:
     if policy.topic_source(downstream) == flow.source:
         return policy.upstream_topic(downstream) or downstream
     return policy.format_remote_topic(flow.target, downstream)
+
+
+@dataclass
+class FailoverResult:
+    source: str
+    target: str
+    groups_regex: str
+    dry_run: bool
+    mode: str
+    rows: list[FailoverRow] = field(default_factory=list)
+    committed: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # Partitions the moving groups will read on the target that hold records the flow back to
+    # the source never copied (divergent_tail), the first DIVERGENT_ROWS of them, and the choice.
+    divergent: list[dict[str, Any]] = field(default_factory=list)
+    divergent_count: int = 0
+    divergent_choice: str | None = None
+    aside_copied: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

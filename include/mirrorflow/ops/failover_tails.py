@@ -12,7 +12,7 @@ from mirrorflow.control.groups import Committed
 from mirrorflow.ops.divergent_tail import ASIDE, REPLAY, Tail, aside_topic, divergent_tails
 
 if TYPE_CHECKING:
-    from mirrorflow.ops.failover import FailoverResult, FailoverRow
+    from mirrorflow.ops.failover_rows import FailoverResult, FailoverRow
 
 DIVERGENT_ROWS = 100
 """Divergent partitions a failover result lists (the largest first); the count says how many."""
