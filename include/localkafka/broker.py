@@ -9,13 +9,10 @@ import signal
 import socket
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from localkafka import runtime
 from localkafka.settings import NodeAddress, render_properties, server_properties
-
-if TYPE_CHECKING:
-    from localkafka.node import LocalKafka
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 RELOAD4J = Path(__file__).with_name("log4j-reload4j.properties")
@@ -54,10 +51,25 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+class NodeCluster(Protocol):
+    """What a node reads of its cluster (localkafka.node.LocalKafka), named here so that this
+    module needs nothing of the one that builds clusters from nodes."""
+
+    addresses: Any
+    cluster_id: str
+    data_dir: Path
+    heap: Any
+    host: str
+    jmx: bool
+    line: Any
+    overrides: Any
+    security: Any
+
+
 class Node:
     """One KRaft node's process, files and addresses."""
 
-    def __init__(self, cluster: LocalKafka, address: NodeAddress) -> None:
+    def __init__(self, cluster: NodeCluster, address: NodeAddress) -> None:
         self.cluster = cluster
         self.address = address
         self.directory = cluster.data_dir / f"node-{address.node_id}"
