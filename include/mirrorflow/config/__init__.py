@@ -13,8 +13,9 @@ start with `mirrorflow.` (mirrorflow_keys.py); Java client settings become librd
 from mirrorflow.config.airflow_connections import fetch_connection_extra, merge_connection_extra
 from mirrorflow.config.flow import FlowConfig
 from mirrorflow.config.librdkafka import mapping_markdown
+from mirrorflow.config.loading import load_config
 from mirrorflow.config.mirrorflow_keys import MIRRORFLOW_KEYS, MirrorflowKey, mirrorflow_keys_markdown
-from mirrorflow.config.model import ClusterConfig, MirrorConfig, load_config, parse_config
+from mirrorflow.config.model import ClusterConfig, MirrorConfig, parse_config
 from mirrorflow.config.problems import ConfigError, Problem, Severity
 from mirrorflow.config.secrets import REDACTED, is_secret_key, redact_client_config
 from mirrorflow.config.validation import validate

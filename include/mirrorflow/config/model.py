@@ -11,10 +11,9 @@ from mirrorflow.config.flow import FlowConfig, redacted_view
 from mirrorflow.config.flow_resolve import resolve_flow
 from mirrorflow.config.layers import cluster_settings
 from mirrorflow.config.mirrorflow_keys import AIRFLOW_CONNECTION_KEY
-from mirrorflow.config.problems import ConfigError, Problem, unique
+from mirrorflow.config.problems import ConfigError, Problem
 from mirrorflow.config.properties import load_properties
 from mirrorflow.config.providers import Setting, resolve
-from mirrorflow.config.validation import validate
 from mirrorflow.config.values import InvalidValue, parse_bool, parse_list
 
 log = logging.getLogger("mirrorflow.config")
@@ -162,18 +161,3 @@ def parse_config(
     file = load_properties(path_or_text)
     settings, provider_problems = resolve(file.values, env)
     return MirrorConfig(file.source, settings, tuple(file.problems + provider_problems))
-
-
-def load_config(path_or_text: str | os.PathLike[str], *, env: Mapping[str, str] = os.environ) -> MirrorConfig:
-    """Read, resolve and validate an mm2.properties (path or text); raises ConfigError listing every error.
-
-    `env` is what the `env` config provider reads (default: os.environ). Warnings are logged
-    and kept on the result as `warnings`.
-    """
-    config = parse_config(path_or_text, env=env)
-    problems = unique(validate(config))
-    if any(p.is_error for p in problems):
-        raise ConfigError(problems, config.source)
-    for problem in problems:
-        log.warning("%s: %s", config.source, problem)
-    return MirrorConfig(config.source, config.settings, config.parse_problems, tuple(problems), config._flows)
