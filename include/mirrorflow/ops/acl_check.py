@@ -17,7 +17,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import KafkaCallError, admin_client
+from mirrorflow.kafka import NO_ANSWER_CODES, ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.ops.acls import (
     CLUSTER,
     CREATE,
@@ -231,8 +231,25 @@ def check_job_acls(
         if not here or side not in admins:
             continue
         probe = _Probe(admins[side], timeout_s, (producer_configs or {}).get(side))
-        probe.load(here)
         config = admin_configs[side]
+        try:
+            probe.load(here)
+        except (FutureTimeout, KafkaException) as exc:
+            if isinstance(exc, KafkaException) and _code(exc) not in NO_ANSWER_CODES:
+                raise
+            # A cluster that answered the run's first metadata request and then not this one (a
+            # broker restarting, its coordinator moving): one sentence, not a bare TimeoutError.
+            bootstrap = str(config.get("bootstrap.servers", "<bootstrap>"))
+            why = str(exc) or "no answer"
+            raise ClusterUnreachable(
+                alias,
+                bootstrap,
+                timeout_s,
+                why,
+                message=f"cluster {alias} ({side} of {flow.name}) at {bootstrap} did not answer the ACL check of "
+                f"the {job} job within {timeout_s:.0f}s ({why}): it is unreachable, or a broker of it is "
+                "restarting; check that its brokers are up, then run again",
+            ) from exc
         for r in here:
             if probe.allows(r) is False:
                 missing.append((r, principal_of(config), str(config.get("bootstrap.servers", "<bootstrap>"))))
