@@ -479,3 +479,20 @@ def test_the_status_read_takes_each_flows_cap_from_the_config() -> None:
         for f in flows
     }
     assert rows["A->B"].max_bytes_per_second == 1048576 and rows["B->C"].max_bytes_per_second == 0
+
+
+def test_a_topic_that_left_the_flow_leaves_the_topics_table() -> None:
+    """The last run's summary (a micro-batch window's comes only at its end) still named a topic
+    removed from the flow, and the page kept showing it (issue 36). The lag now, measured over the
+    flow's topics as they are, decides which topics the flow has."""
+    left = flow(lag={"orders": 3})
+    left.last_run = {
+        **left.last_run,
+        "topics": {"orders": {"partitions": 1, "records": 5}, "retired": {"partitions": 1, "records": 9}},
+        "topics_count": 2,
+    }
+    shown, total = topic_rows(left)
+    assert [row["topic"] for row in shown] == ["orders"] and total == 1
+    unmeasured = flow(lag=None)
+    unmeasured.last_run = left.last_run
+    assert {row["topic"] for row in topic_rows(unmeasured)[0]} == {"orders", "retired"}
