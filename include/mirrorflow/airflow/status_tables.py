@@ -148,14 +148,14 @@ def history_table(view: PageView, status: MirrorStatus) -> str:
 def topic_rows(flow: FlowStatus, limit: int = PAGE_ROWS) -> tuple[list[dict[str, Any]], int]:
     """The flow's `limit` worst topics (failed partitions, then offsets lost, then lag now, then
     lag left), from its lag now (every topic) and its last run's topic rows (the worst 50), and
-    how many topics there are in all. Where the lag now was measured, it names the flow's topics
-    as they are (its topic filter and the source now): a topic the last run copied that has left
-    the flow since is not shown (a micro-batch window's summary, which holds it, comes only at
+    how many topics there are in all. Where the lag now was measured (and found topics), it names
+    the flow's topics as they are (its topic filter and the source now): a topic the last run
+    copied that has left the flow since is not shown (a micro-batch window's summary, which holds it, comes only at
     the window's end)."""
     run = flow.last_run or {}
     run_topics: dict[str, dict[str, Any]] = run.get("topics") or {}
     lag = flow.lag or {}
-    if flow.lag is not None:
+    if lag:
         run_topics = {name: row for name, row in run_topics.items() if name in lag}
     names = set(lag) | set(run_topics)
 
@@ -170,7 +170,7 @@ def topic_rows(flow: FlowStatus, limit: int = PAGE_ROWS) -> tuple[list[dict[str,
         )
 
     shown = heapq.nsmallest(limit, names, key=key)
-    total = len(names) if flow.lag is not None else max(len(names), run.get("topics_count") or 0)
+    total = len(names) if lag else max(len(names), run.get("topics_count") or 0)
     return [{"topic": name, "lag": lag.get(name), **run_topics.get(name, {})} for name in shown], total
 
 
