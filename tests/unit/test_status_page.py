@@ -496,3 +496,26 @@ def test_a_topic_that_left_the_flow_leaves_the_topics_table() -> None:
     unmeasured = flow(lag=None)
     unmeasured.last_run = left.last_run
     assert {row["topic"] for row in topic_rows(unmeasured)[0]} == {"orders", "retired"}
+
+
+def test_a_running_window_shows_its_figures_so_far_not_the_last_summary() -> None:
+    """During a window the row showed the previous run's figures ("Last copy 4 min 43 s ago")
+    while hundreds of records a second were copied: a window's summary comes only at its end
+    (issue 36). A window whose tasks stored figures after the newest summary stands for the flow."""
+    window = {
+        "run_id": "window-7",
+        "at_ms": T0 - 5_000,
+        "tasks": 2,
+        "partitions": 8,
+        "records": 98_997,
+        "lag_now_s": 0.3,
+        "lag_recent_s": {"p50": 0.2, "p99": 0.4, "max": 0.5},
+        "topics": {},
+    }
+    page = render_content(view(status(flow(window=window))))
+    row = re.search(r"<tr><td>.*?A-&gt;B.*?</tr>", page, re.S).group(0)
+    assert "the running window" in row and "98,997" in row and "window-7" in row
+    assert "record(s) by the running window" in row
+    ended = render_content(view(status(flow(window={**window, "at_ms": T0 - 120_000}))))
+    row = re.search(r"<tr><td>.*?A-&gt;B.*?</tr>", ended, re.S).group(0)
+    assert "the running window" not in row, "a window older than the newest summary is over"

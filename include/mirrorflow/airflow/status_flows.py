@@ -169,7 +169,30 @@ def figures_cell(view: PageView, flow: FlowStatus) -> str:
     return f'{when}<div class="sub mono">{shown}</div><div class="sub">{logs}</div>'
 
 
+def running_window(flow: FlowStatus) -> dict[str, Any] | None:
+    """A micro-batch flow's window whose tasks stored figures after the newest run summary: it is
+    copying now, and its figures are newer than any summary's (a window's comes at its end)."""
+    window = flow.window
+    if window is None or (flow.last_run_ms is not None and window["at_ms"] <= flow.last_run_ms):
+        return None
+    return window
+
+
+def window_cells(view: PageView, window: dict[str, Any]) -> list[str]:
+    """Figures of, Records, and the rest of a flow's row while a window runs: what it copied so far."""
+    when = time_html(window["at_ms"], view.now_ms)
+    figures = (
+        f'{when}<div class="sub mono">{html.escape(str(window["run_id"]))}</div>'
+        f'<div class="sub">the running window, {window["tasks"]} task(s), as its tasks last said</div>'
+    )
+    records = number(window["records"]) + '<div class="sub">so far</div>'
+    return [figures, records]
+
+
 def last_copy_cell(view: PageView, flow: FlowStatus) -> str:
+    window = running_window(flow)
+    if window is not None and window["records"]:
+        return f"{number(window['records'])} record(s) by the running window {time_html(window['at_ms'], view.now_ms)}"
     copy = (flow.last_run or {}).get("last_copy")
     if not copy:
         return '<span class="muted">none recorded</span>'
@@ -206,6 +229,17 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
         if flow.error and not flow.last_run and not flow.lag and not flow.last_verification:
             cells.append(f'<span class="fg-bad">{html.escape(flow.error)}</span>')
             rows.append(table_row(cells + [""] * 7, flow))
+            continue
+        window = running_window(flow)
+        if window is not None:
+            # A micro-batch window is copying: its figures so far stand for the flow, not the last
+            # summary's (a window writes one only at its end); the columns only a summary has
+            # wait for it.
+            rows.append(
+                table_row(
+                    cells + window_cells(view, window) + [MUTED_DASH] * 5 + [last_copy_cell(view, flow)], flow
+                )
+            )
             continue
         if not flow.last_run:
             rows.append(table_row(cells + ['<span class="muted">no mirrorflow run</span>'] + [""] * 7, flow))
