@@ -19,10 +19,10 @@ A writer once fenced stays fenced: it copies nothing more of its slot. Opening a
 the newer writer back, and the two would take turns. The one exception is a fencing by its own
 worker: a sweep of a hanging progress transaction that another slot's writer of the same process
 ran with this slot's id (recovery/progress_sweep.py) is no newer writer, so the writer opens
-again. A failed transaction drops the producer
-(aborting what it had open); the next one opens again, which re-checks and re-settles, and every
-partition of the slot then starts from that settled progress: another writer (a concurrent run)
-may have held the slot in between and copied them.
+again. A failed transaction drops the producer (aborting what it had open); the next one opens
+again, which re-checks and re-settles, and every partition of the slot then starts from that
+settled progress: another writer (a concurrent run) may have held the slot in between and copied
+them.
 
 The writer stays open from range to range of its slot (a micro-batch window copies range after
 range), and remembers what it committed, which is the truth for its partitions while it is the
@@ -95,8 +95,8 @@ class SlotWriter:
         self._given: dict[str, str] = {}
         """Source topic -> remote topic of the topics this writer was given (a micro-batch window
         finds new ones after its plan); with the plan's (job.remote_topics, shared by every
-        writer, not copied into each), what a landed check reads (copy/recovery/landed.py) when a settle
-        meets a hanging progress record."""
+        writer, not copied into each), what a landed check reads (recovery/landed.py) when a
+        settle meets a hanging progress record."""
 
     # -- what the writer knows ------------------------------------------------------------------
     def stored(self, topic: str, partition: int) -> Stored | None:
@@ -246,11 +246,11 @@ class SlotWriter:
             progress.settle(keys)
 
     def _sweep_progress(self, stuck: dict[int, int], watch: ClusterWatch) -> None:
-        """End the hanging transactions that held a settle (recovery/progress_sweep.py), with this writer's
-        own producer where the slot's id is the one that ends it. As the plan step does, each is
-        first checked for a copy that had committed (copy/recovery/landed.py): its progress is then
-        written again; one of a topic this writer does not know is left open and reported (the
-        next plan, which knows every topic of the flow, ends it)."""
+        """End the hanging transactions that held a settle (recovery/progress_sweep.py), with this
+        writer's own producer where the slot's id is the one that ends it. As the plan step does,
+        each is first checked for a copy that had committed (recovery/landed.py): its progress is
+        then written again; one of a topic this writer does not know is left open and reported
+        (the next plan, which knows every topic of the flow, ends it)."""
         job = self.job
         own = self.producer if job.exactly_once else self.fence
         end_hanging_progress(
