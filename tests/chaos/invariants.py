@@ -23,6 +23,7 @@ Per source partition, with read_committed readers on both clusters:
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from localkafka import runtime
+from localkafka.jmx import tools_jar
 from mirrorflow.config import FlowConfig
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import ProvenanceError, read_provenance
@@ -257,3 +260,50 @@ def check(
     else:
         check_progress(found, progress, ends, sources, mappings)
     return found
+
+
+def abort_hanging(bootstrap: str, topics: list[str]) -> list[str]:
+    """End, as an operator would with Kafka's own command, the transactions still open on the
+    source after the settle time: the load's, whose markers a killed and restarted source broker
+    lost (Kafka's coordinator skips partitions it finds no leader for just after a restart). No
+    client can end them (the transaction timed out on the coordinator, which forgot it), and a
+    replicator of the source must stop in front of them, as MM2 would. Returns one line per
+    partition ended."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    ended = []
+    for topic in topics:
+        count = partition_count(bootstrap, topic)
+        request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(count)}
+        stable = admin.list_offsets(
+            request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10
+        )
+        end = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+        for tp in request:
+            start, high = stable[tp].result(10).offset, end[tp].result(10).offset
+            if start >= high:
+                continue
+            command = [
+                "abort",
+                "--topic",
+                topic,
+                "--partition",
+                str(tp.partition),
+                "--start-offset",
+                str(start),
+            ]
+            done = subprocess.run(
+                [
+                    runtime.java_binary(),
+                    "-cp",
+                    ":".join(str(p) for p in [*runtime.classpath(), tools_jar()]),
+                    "org.apache.kafka.tools.TransactionsCommand",
+                    "--bootstrap-server",
+                    bootstrap,
+                    *command,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            ended.append(f"{topic}-{tp.partition} from offset {start}: exit {done.returncode}")
+    return ended

@@ -73,3 +73,25 @@ def test_a_long_fault_schedule_loses_and_duplicates_nothing(shape, mode, tmp_pat
     outcome = run_schedule(LONG_SEED, LONG_S, shape, tmp_path, mode)
     print(outcome.describe())
     assert outcome.ok, f"a fault schedule broke an invariant\n{outcome.describe()}"
+
+
+def test_a_transaction_the_source_left_hanging_is_ended_with_kafkas_command(local_kafka) -> None:
+    """A source broker killed and restarted can lose the markers of the load's own transaction; the
+    source then holds it open for good, and the schedule failed on it (seed 17, micro-batch, in the
+    suite) though the copy had done nothing wrong. The schedule ends it as an operator would."""
+    from ..integration.kafkatools import create_topics
+    from ..integration.wire import forge_hanging_transaction
+    from ..reliability.test_hanging_transactions import UNVERIFIED
+    from .invariants import abort_hanging, wait_settled
+
+    source = local_kafka(overrides=UNVERIFIED)
+    create_topics(source.bootstrap, ("orders", 2))
+    forge_hanging_transaction(
+        source.bootstrap, "chaos-load-17", "orders", 1, [(b"k", b"v")], 1_700_000_000_000
+    )
+    assert wait_settled(source.bootstrap, ["orders"], 1) == ["orders (1 partitions)"]
+
+    ended = abort_hanging(source.bootstrap, ["orders"])
+
+    assert ended == ["orders-1 from offset 0: exit 0"], ended
+    assert wait_settled(source.bootstrap, ["orders"], 30) == []
