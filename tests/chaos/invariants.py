@@ -23,7 +23,6 @@ Per source partition, with read_committed readers on both clusters:
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,15 +30,13 @@ from dataclasses import dataclass, field
 from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from localkafka import runtime
-from localkafka.jmx import tools_jar
 from mirrorflow.config import FlowConfig
 from mirrorflow.mm2.formats import OffsetSync
 from mirrorflow.policy.provenance import ProvenanceError, read_provenance
 from mirrorflow.replicate.offset_syncs import run_of
 from mirrorflow.replicate.progress import ProgressReadError, read_progress
 
-from ..integration.kafkatools import Rec, read_topic
+from ..integration.kafkatools import Rec, kafka_transactions, read_topic
 from ..reliability.test_kill_nine import open_transactions
 
 SHOWN = 8  # differences printed per kind
@@ -282,7 +279,8 @@ def abort_hanging(bootstrap: str, topics: list[str]) -> list[str]:
             start, high = stable[tp].result(10).offset, end[tp].result(10).offset
             if start >= high:
                 continue
-            command = [
+            done = kafka_transactions(
+                bootstrap,
                 "abort",
                 "--topic",
                 topic,
@@ -290,20 +288,6 @@ def abort_hanging(bootstrap: str, topics: list[str]) -> list[str]:
                 str(tp.partition),
                 "--start-offset",
                 str(start),
-            ]
-            done = subprocess.run(
-                [
-                    runtime.java_binary(),
-                    "-cp",
-                    ":".join(str(p) for p in [*runtime.classpath(), tools_jar()]),
-                    "org.apache.kafka.tools.TransactionsCommand",
-                    "--bootstrap-server",
-                    bootstrap,
-                    *command,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
             )
             ended.append(f"{topic}-{tp.partition} from offset {start}: exit {done.returncode}")
     return ended

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from localkafka import runtime
+from localkafka.jmx import tools_jar
 from mirrorflow.kafka import await_topics, read_partition
 from mirrorflow.policy.provenance import HEADER_PREFIX
 
@@ -123,3 +126,22 @@ def produce_keyed(bootstrap: str, topic: str, count: int, partitions: int, value
         if i % 50_000 == 0:
             producer.flush(30)
     assert producer.flush(30) == 0
+
+
+def kafka_transactions(bootstrap: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """Kafka's own `kafka-transactions.sh --bootstrap-server BOOTSTRAP ARGUMENTS…` (the tools
+    jar's TransactionsCommand), as an operator runs it; its output captured."""
+    return subprocess.run(
+        [
+            runtime.java_binary(),
+            "-cp",
+            ":".join(str(p) for p in [*runtime.classpath(), tools_jar()]),
+            "org.apache.kafka.tools.TransactionsCommand",
+            "--bootstrap-server",
+            bootstrap,
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

@@ -12,14 +12,11 @@ runs the crash itself).
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 from confluent_kafka import Producer
 
-from localkafka import runtime
-from localkafka.jmx import tools_jar
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey, encode_offset_value
 from mirrorflow.replicate import copy
 from mirrorflow.replicate.copy import copy_unit, transactional_id
@@ -28,7 +25,7 @@ from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 
 from ..conftest import Cluster
-from ..integration.kafkatools import create_topics, produce, read_all
+from ..integration.kafkatools import create_topics, kafka_transactions, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 from ..integration.test_replicate_scenarios import mirror_config, run_once
 from ..integration.wire import forge_hanging_transaction
@@ -156,21 +153,7 @@ def test_a_transaction_no_id_of_the_flow_can_end_stops_the_partition_with_kafkas
     assert not result.ok and result.records == 0
     command = f"abort --topic A.orders --partition 0 --start-offset {offset}"
     assert command in result.error and "kafka-transactions.sh" in result.error, result.error
-    classpath = ":".join(str(p) for p in [*runtime.classpath(), tools_jar()])
-    abort = subprocess.run(
-        [
-            runtime.java_binary(),
-            "-cp",
-            classpath,
-            "org.apache.kafka.tools.TransactionsCommand",
-            "--bootstrap-server",
-            dst.bootstrap,
-            *command.split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    abort = kafka_transactions(dst.bootstrap, *command.split())
     assert abort.returncode == 0, abort.stdout + abort.stderr
 
     again = copy_unit(job, span)

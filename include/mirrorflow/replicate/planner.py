@@ -242,7 +242,7 @@ def open_remote(target_admin: AdminClient, spans: list[PartitionSpan]) -> list[P
     out = []
     for span in spans:
         where = (span.remote_topic, span.partition)
-        if where in stable and where in high and stable[where] < high[where] and not span.needs_copy:
+        if where in stable and where in high and stable[where] < high[where]:
             span = dataclasses.replace(span, open_at=stable[where])
         out.append(span)
     return out

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaException
 
-from mirrorflow.clients import FlowClients, lost_cluster
+from mirrorflow.clients import FlowClients, lost_cluster, unreachable_now
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
 from mirrorflow.replicate.copy import copy_slice
@@ -169,10 +169,10 @@ def read_plan_or_lost(flow: FlowConfig, clients: FlowClients, plan_offset: int) 
     try:
         return read_plan(flow, clients, plan_offset)
     except (KafkaCallError, KafkaException, ClusterUnreachable) as exc:
-        sentence = lost_cluster(flow, clients, "")
-        if not sentence:
+        now = unreachable_now(flow, clients)
+        if now is None:
             raise
-        log.error("%s", lost_line(f"{sentence} (the plan could not be read: {exc})"))
+        log.error("%s", lost_line(f"{now} (the plan could not be read: {exc})"))
         return LOST_EXIT
 
 
