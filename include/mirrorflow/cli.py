@@ -24,7 +24,7 @@ def main() -> None:
 
 
 # Modules under mirrorflow.commands whose COMMANDS join `main`.
-COMMAND_MODULES: tuple[str, ...] = ("maintenance", "replicate", "control", "failover", "verify")
+COMMAND_MODULES: tuple[str, ...] = ("maintenance", "replicate", "control", "failover", "verify", "airflow_files")
 
 
 def _register_commands() -> None:
