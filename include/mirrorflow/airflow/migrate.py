@@ -29,6 +29,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, get_current_context, task
 
+from mirrorflow.airflow.assets import copies_alias, cutover_alias, every_pair, verified_alias
 from mirrorflow.airflow.forms import groups_regex, migrate_form
 from mirrorflow.airflow.operators import MirrorflowCopyOperator, MirrorflowVerifyOperator
 from mirrorflow.airflow.replicate import REPORT_TRIGGER_RULE, START, plan_and_log, report_and_log
@@ -181,7 +182,13 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         copy = MigrationCopyOperator(task_id="copy", config_path=path)
 
-        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0, **quiet)
+        @task(
+            task_id="report",
+            trigger_rule=REPORT_TRIGGER_RULE,
+            retries=0,
+            outlets=every_pair(config, copies_alias),
+            **quiet,
+        )
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             params = _params()
             flow = config.flow(params["source"], params["target"])
@@ -196,7 +203,13 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
 
         compare = MigrationVerifyOperator(task_id="verify", config_path=path)
 
-        @task(task_id="verify_report", trigger_rule=REPORT_TRIGGER_RULE, retries=0, **quiet)
+        @task(
+            task_id="verify_report",
+            trigger_rule=REPORT_TRIGGER_RULE,
+            retries=0,
+            outlets=every_pair(config, verified_alias),
+            **quiet,
+        )
         def verify_report(planned: dict[str, Any]) -> dict[str, Any]:
             from mirrorflow.airflow.verify import report_step
 
@@ -221,7 +234,13 @@ def migrate_dag(path: str, config: MirrorConfig) -> DAG:
             retry_delay=timedelta(seconds=5),
         )
 
-        @task(task_id="cutover", trigger_rule=AFTER_OPTIONAL, retries=0, **quiet)
+        @task(
+            task_id="cutover",
+            trigger_rule=AFTER_OPTIONAL,
+            retries=0,
+            outlets=every_pair(config, cutover_alias),
+            **quiet,
+        )
         def cutover() -> dict[str, Any]:
             from airflow.sdk.exceptions import AirflowSkipException
 

@@ -215,9 +215,11 @@ def exact_names(groups: list[str]) -> str:
 def cutover_step(path: str, params: Mapping[str, Any], run_id: str, xcom: XCom) -> dict[str, Any]:
     """Move the groups the approved evidence showed movable and that still are (a new dry run
     held against the same evidence: a group that read further since is blocked now), logging
-    the offsets committed per group and partition."""
+    the offsets committed per group and partition; a cut-over that moved groups emits the flow's
+    cut-over Asset event (the task declares the cut-over aliases)."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+    from mirrorflow.airflow.assets import announce_cutover
     from mirrorflow.airflow.failover import log_failover, refused_message
     from mirrorflow.ops.failover import WOULD_COMMIT, FailoverError, failover
 
@@ -248,7 +250,7 @@ def cutover_step(path: str, params: Mapping[str, Any], run_id: str, xcom: XCom) 
             refused = refused_message(result) if result.refused else ""
             blocked = " ".join(f"{g} was not moved: {why}." for g, why in since.items())
             raise AirflowFailException(" ".join(part for part in (refused, blocked) if part))
-    return {
+    moved = {
         # A dry run commits nothing: the groups it would have moved.
         "committed": result.committed
         if not result.dry_run
@@ -258,6 +260,8 @@ def cutover_step(path: str, params: Mapping[str, Any], run_id: str, xcom: XCom) 
         "blocked": dict(xcom("preview")["evidence"]["blocked"]),
         "warnings": result.warnings,
     }
+    announce_cutover(path, params["source"], params["target"], run_id, moved, params["topics"])
+    return moved
 
 
 STEPS = (

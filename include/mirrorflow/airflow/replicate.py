@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow.sdk import DAG, get_current_context, task
 
+from mirrorflow.airflow.assets import copies_alias
 from mirrorflow.airflow.operators import MirrorflowCopyOperator, MirrorflowWindowOperator
 from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.airflow.task_errors import failing_at_once
@@ -67,13 +68,16 @@ def plan_and_log(config_path: str, source: str, target: str, **options: Any) -> 
 
 def report_and_log(path: str, flow: FlowConfig, planned: dict[str, Any], *, run_id: str) -> dict[str, Any]:
     """report_run, then the run's per-topic table in the task's log (also when the run failed,
-    from the summary it stored); XCom gets the compact report.xcom_summary."""
+    from the summary it stored) and an Asset event per remote topic that received records
+    (assets.announce_copies; the task declares the flow's copies alias); XCom gets the compact
+    report.xcom_summary."""
+    from mirrorflow.airflow.assets import announce_copies
     from mirrorflow.replicate.report import xcom_summary
     from mirrorflow.replicate.runs import RunRecordMissing
-    from mirrorflow.replicate.service import RunFailed, report_run
+    from mirrorflow.replicate.service import RunFailed, reported_run
 
     try:
-        summary = report_run(
+        reported = reported_run(
             path,
             flow.source,
             flow.target,
@@ -86,8 +90,9 @@ def report_and_log(path: str, flow: FlowConfig, planned: dict[str, Any], *, run_
         if not isinstance(exc.__cause__, RunRecordMissing):  # no report, so no summary either
             log_run_table(flow, planned["plan_offset"], None)
         raise
-    log_run_table(flow, planned["plan_offset"], summary)
-    return xcom_summary(summary)
+    log_run_table(flow, planned["plan_offset"], reported.summary)
+    announce_copies(flow, reported)
+    return xcom_summary(reported.summary)
 
 
 def log_run_table(flow: FlowConfig, plan_offset: int, summary: dict[str, Any] | None) -> None:
@@ -168,7 +173,13 @@ def replicate_dag(path: str, flow: FlowConfig) -> DAG:
             plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
         )
 
-        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0, show_return_value_in_logs=False)
+        @task(
+            task_id="report",
+            trigger_rule=REPORT_TRIGGER_RULE,
+            retries=0,
+            show_return_value_in_logs=False,
+            outlets=[copies_alias(source, target)],
+        )
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             with failing_at_once():
                 return report_and_log(path, flow, planned, run_id=_run_id())

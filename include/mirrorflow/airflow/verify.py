@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow.sdk import DAG, get_current_context, task
 
+from mirrorflow.airflow.assets import verified_alias
 from mirrorflow.airflow.forms import sample_fraction, verify_form, verify_form_problems
 from mirrorflow.airflow.operators import MirrorflowVerifyOperator
 from mirrorflow.airflow.replicate import REPORT_TRIGGER_RULE, START
@@ -59,9 +60,12 @@ def plan_step(
 
 
 def report_step(path: str, source: str, target: str, run_id: str, plan_offset: int) -> dict[str, Any]:
-    """The report task: the summary stored and logged; failing on any verdict short of passing."""
+    """The report task: the summary stored and logged; failing on any verdict short of passing,
+    emitting the flow's verified Asset event on a passing one (the task declares the flow's
+    verified alias)."""
     from airflow.sdk.exceptions import AirflowFailException
 
+    from mirrorflow.airflow.assets import announce_verified
     from mirrorflow.ops.verification import service as verify_service
     from mirrorflow.ops.verification.plan import VerifyError
     from mirrorflow.ops.verification.report import VerificationFailed, summary_lines, verdict_problem
@@ -76,7 +80,8 @@ def report_step(path: str, source: str, target: str, run_id: str, plan_offset: i
         problem = verdict_problem(summary)
         if problem:
             raise AirflowFailException(problem)
-        return summary
+    announce_verified(path, source, target, summary)
+    return summary
 
 
 def verify_dag(path: str, flow: FlowConfig) -> DAG:
@@ -132,7 +137,13 @@ def verify_dag(path: str, flow: FlowConfig) -> DAG:
             plan_offset="{{ ti.xcom_pull(task_ids='plan')['plan_offset'] }}",
         )
 
-        @task(task_id="report", trigger_rule=REPORT_TRIGGER_RULE, retries=0, show_return_value_in_logs=False)
+        @task(
+            task_id="report",
+            trigger_rule=REPORT_TRIGGER_RULE,
+            retries=0,
+            show_return_value_in_logs=False,
+            outlets=[verified_alias(source, target)],
+        )
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             return report_step(path, source, target, get_current_context()["run_id"], planned["plan_offset"])
 

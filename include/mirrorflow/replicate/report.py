@@ -131,6 +131,9 @@ class RunReport:
                     for name in (*TOTAL_FIELDS, "attempts", "seconds"):
                         unit = {**unit, name: merged.get(name, 0) + unit.get(name, 0)}
                     unit["lost"] = merge_ranges([*merged.get("lost", []), *unit.get("lost", [])])
+                    unit["last_target_offset"] = max(
+                        merged.get("last_target_offset", -1), unit.get("last_target_offset", -1)
+                    )
                 units[key] = unit
         return cls(
             run_id=last.run_id,
@@ -208,6 +211,25 @@ class RunReport:
             row(topic)["lost_to_retention"] += lost
         for topic, lag in self.lag_left.items():
             row(topic)["lag_left"] = lag
+        return out
+
+    def copied_topics(self) -> dict[str, dict[str, Any]]:
+        """Per remote topic that received records in this run: its source topic, the records and
+        bytes it got and, per partition that got any, the last source offset copied and the
+        offset of its copy on the target. A topic of the run that received nothing is not in it."""
+        out: dict[str, dict[str, Any]] = {}
+        for unit in self.units:
+            if not unit["records"]:
+                continue
+            row = out.setdefault(
+                unit["remote_topic"], {"topic": unit["topic"], "records": 0, "bytes": 0, "partitions": {}}
+            )
+            row["records"] += unit["records"]
+            row["bytes"] += unit["bytes"]
+            row["partitions"][unit["partition"]] = {
+                "source": unit["progress"],
+                "target": unit.get("last_target_offset", -1),
+            }
         return out
 
     def summary(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -173,7 +174,22 @@ def _raise_if_lost(flow: FlowConfig, clients: FlowClients, cause: BaseException)
         raise now from cause
 
 
-def report_run(
+@dataclass(frozen=True)
+class ReportedRun:
+    """What reported_run found: the stored summary, the whole report (every partition) and the
+    clients it read them with."""
+
+    summary: dict[str, Any]
+    report: RunReport
+    clients: FlowClients = field(repr=False)
+
+
+def report_run(config: MirrorConfig | str, source: str, target: str, **options: Any) -> dict[str, Any]:
+    """reported_run's summary: what the CLI and XCom show."""
+    return reported_run(config, source, target, **options).summary
+
+
+def reported_run(
     config: MirrorConfig | str,
     source: str,
     target: str,
@@ -184,9 +200,9 @@ def report_run(
     topic_errors_count: int | None = None,
     connection_extra: ConnectionExtra | None = None,
     wait_s: float = 30.0,
-) -> dict[str, Any]:
+) -> ReportedRun:
     """Read the copy's report(s) back, measure the lag left, store the bounded summary and
-    return it; RunFailed if a partition failed or a topic could not be replicated.
+    return it with the report; RunFailed if a partition failed or a topic could not be replicated.
     `topic_errors` is what the plan handed on (at most TOPIC_ERRORS_LIMIT of them) and
     `topic_errors_count` how many there were in all."""
     flow = flow_for(config, source, target, None)
@@ -243,4 +259,4 @@ def report_run(
         )
     if problems:
         raise RunFailed("\n".join(problems))
-    return summary
+    return ReportedRun(summary, report, clients)

@@ -103,6 +103,10 @@ class UnitResult:
     commit that made it visible on the target (-1: no record copied). A micro-batch window takes it
     as its lag in seconds; the source timestamp is the append time with LogAppendTime topics and
     the producer's CreateTime otherwise."""
+    last_target_offset: int = -1
+    """The remote partition's offset of the last record this copy wrote (-1: none): with
+    `progress`, the last source offset, it says where the run's copies end on both sides (the
+    Asset events of a run carry both)."""
     unreachable: str | None = None
     """The alias of a cluster this copy found unreachable (its worker then skips the rest)."""
     lost: list[tuple[int, int]] = field(default_factory=list)

@@ -303,6 +303,7 @@ def _after_commit(
                 result.waited_ms = max(0, committed_ms - chunk.first_timestamp)
             if item.downs:
                 writer.landing[(span.remote_topic, span.partition)] = item.downs[-1] + 1 + marker
+                result.last_target_offset = item.downs[-1]
             if chunk.reached_end:
                 copy.done = True
         else:

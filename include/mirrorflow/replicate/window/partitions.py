@@ -171,6 +171,7 @@ def _added(total: UnitResult | None, result: UnitResult) -> UnitResult:
     total.remote_topic = result.remote_topic
     total.planned_end = result.planned_end
     total.waited_ms = max(total.waited_ms, result.waited_ms)
+    total.last_target_offset = max(total.last_target_offset, result.last_target_offset)
     total.error, total.stale = result.error, result.stale
     total.unreachable = result.unreachable
     return total
