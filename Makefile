@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java kafka chromium spark-cds demo airflow test chaos bench lint docs docs-serve clean
+.PHONY: setup java kafka chromium spark-cds demo airflow test chaos bench lint docs docs-serve dist clean
 
 setup: $(STAMP) java kafka chromium
 
@@ -74,6 +74,15 @@ docs: setup
 DOCS_PORT ?= 8000
 docs-serve: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --strict --livereload --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+# The sdist and the wheel (docs/getting-started/install.md) into build/dist: `python -m build`
+# against the pinned setuptools of the venv (--no-isolation: nothing is fetched), the wheel made
+# from the sdist, as a user's build would. tests/e2e/test_installed_wheel.py installs what this makes.
+DIST ?= build/dist
+dist: $(STAMP)
+	rm -rf $(DIST)
+	$(PY) -m build --no-isolation --outdir $(DIST) .
+	@ls -l $(DIST)
 
 clean:
 	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/lines kafka/tools kafka/cds

@@ -1,5 +1,9 @@
-"""What the Airflow plugin mounts: the status app wired to the api-server's config, login and
-connections. The config is read on each status refresh, so edits show up without a restart;
+"""mirrorflow's Airflow plugin and what it mounts: the status app wired to the api-server's config,
+login and connections. Airflow loads MirrorflowPlugin through the package's `airflow.plugins`
+entry point (pyproject.toml), so an installed wheel brings it to every component; no file in a
+plugins folder is needed.
+
+The config is read on each status refresh, so edits show up without a restart;
 MIRRORFLOW_STATUS_REFRESH_S (default 15) sets how often the status is read and
 MIRRORFLOW_STATUS_TIMEOUT_S (default 5) how long one Kafka call of a refresh may wait;
 MIRRORFLOW_STATUS_AMBER_FACTOR / MIRRORFLOW_STATUS_RED_FACTOR (3 and 10) set the page's health
@@ -13,6 +17,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.plugins_manager import AirflowPlugin
 from fastapi import FastAPI
 
 from mirrorflow.airflow.settings import config_path
@@ -126,3 +131,20 @@ def status_fastapi_app() -> FastAPI:
         timeout_s=seconds_from_env(TIMEOUT_ENV, READ_TIMEOUT_S),
         airflow_facts=airflow_facts,
     )
+
+
+class MirrorflowPlugin(AirflowPlugin):
+    """The status page, JSON and Prometheus metrics under /mirrorflow (/mirrorflow/ui,
+    /mirrorflow/status, /mirrorflow/metrics), linked from the UI's Browse menu."""
+
+    name = "mirrorflow"
+    fastapi_apps = [{"app": status_fastapi_app(), "url_prefix": "/mirrorflow", "name": "mirrorflow status"}]
+    external_views = [
+        {
+            "name": "Replication status",
+            "href": "mirrorflow/ui",
+            "url_route": "mirrorflow-status",
+            "destination": "nav",
+            "category": "browse",
+        }
+    ]

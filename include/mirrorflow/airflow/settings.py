@@ -8,11 +8,15 @@ from pathlib import Path
 import mirrorflow
 
 CONFIG_ENV = "MIRRORFLOW_CONFIG"
-PROJECT_ROOT = Path(mirrorflow.__file__).resolve().parents[2]
+PACKAGE_DIR = Path(mirrorflow.__file__).resolve().parent
+PROJECT_ROOT = PACKAGE_DIR.parents[1]
 DEFAULT_CONFIG = PROJECT_ROOT / "include" / "config" / "mirrorflow.properties"
-COPY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_copy.py"
-VERIFY_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_verify.py"
-WINDOW_APPLICATION = PROJECT_ROOT / "spark_apps" / "mirrorflow_window.py"
+# The spark-submit entry points travel inside the package (in the repository, mirrorflow/spark_apps
+# links to the top-level spark_apps/), so an installed wheel submits the same files a checkout does.
+SPARK_APPS = PACKAGE_DIR / "spark_apps"
+COPY_APPLICATION = SPARK_APPS / "mirrorflow_copy.py"
+VERIFY_APPLICATION = SPARK_APPS / "mirrorflow_verify.py"
+WINDOW_APPLICATION = SPARK_APPS / "mirrorflow_window.py"
 
 
 class MissingConfig(RuntimeError):
