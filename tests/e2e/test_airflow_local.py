@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -104,30 +105,70 @@ def test_make_airflow_starts_its_clusters_without_a_config_and_the_config_otherw
     assert "scripts/airflow-local " in dry.stdout and "--local-clusters" not in dry.stdout
 
 
-def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_asked(tmp_path) -> None:
-    port = free_port()
-    home = tmp_path / "airflow"
-    env = _documented_env(MIRRORFLOW_AIRFLOW_HOME=str(home), MIRRORFLOW_AIRFLOW_PORT=str(port))
-    out = tmp_path / "airflow-local.out"
-    with out.open("wb") as sink:
-        launcher = subprocess.Popen(
-            [str(SCRIPT), "--local-clusters"],
-            cwd=PROJECT_ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    # The same server seen from outside: its home (password file) and port; only the API is used.
-    server = AirflowServer(AirflowHome(home), port)
-    seen: set[psutil.Process] = set()
+class _Launcher:
+    """scripts/airflow-local --local-clusters run as a user runs it, in the background, and stopped
+    with Ctrl-C; every process it started is remembered to check that none is left."""
 
-    def remember() -> None:
+    def __init__(self, home, port: int, out) -> None:
+        env = _documented_env(MIRRORFLOW_AIRFLOW_HOME=str(home), MIRRORFLOW_AIRFLOW_PORT=str(port))
+        self.out = out
+        self.offset = out.stat().st_size if out.exists() else 0
+        with out.open("ab") as sink:
+            self.proc = subprocess.Popen(
+                [str(SCRIPT), "--local-clusters"],
+                cwd=PROJECT_ROOT,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        self.seen: set[psutil.Process] = set()
+
+    def said(self) -> str:
+        """What this start of the launcher printed."""
+        return self.out.read_bytes()[self.offset :].decode(errors="replace")
+
+    def remember(self) -> None:
         try:
-            root = psutil.Process(launcher.pid)
-            seen.update([root, *root.children(recursive=True)])
+            root = psutil.Process(self.proc.pid)
+            self.seen.update([root, *root.children(recursive=True)])
         except psutil.NoSuchProcess:
             pass
 
+    def stop(self) -> tuple[int, list[str], list[psutil.Process]]:
+        """Ctrl-C; the exit code, and what it left running (killed here)."""
+        self.remember()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            code = self.proc.wait(timeout=90)
+        finally:
+            # What the launcher started and left running, after a moment to finish exiting (one
+            # that exited and was not reaped yet is a zombie: gone).
+            deadline = time.monotonic() + 10
+            while (left := [p for p in self.seen if _running(p)]) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            left_behind = []
+            for proc in left:
+                with contextlib.suppress(psutil.Error):
+                    left_behind.append(" ".join(proc.cmdline())[:160])
+                    proc.kill()
+        return code, left_behind, left
+
+
+def _emit(server: AirflowServer, run_id: str) -> dict:
+    return server.api(
+        f"/api/v2/dags/mirrorflow_heartbeats/dagRuns/{quote(run_id, safe='')}/taskInstances/emit"
+    )
+
+
+def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_asked(tmp_path) -> None:
+    port = free_port()
+    home = tmp_path / "airflow"
+    out = tmp_path / "airflow-local.out"
+    launched = _Launcher(home, port, out)
+    launcher, remember = launched.proc, launched.remember
+    # The same server seen from outside: its home (password file) and port; only the API is used.
+    server = AirflowServer(AirflowHome(home), port)
     try:
         _wait(
             "the api-server answered healthy",
@@ -216,22 +257,7 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
         assert task_env["PATH"].split(os.pathsep)[0] == venv_bin
         assert task_env["PYSPARK_PYTHON"].startswith(venv_bin)
     finally:
-        remember()
-        if launcher.poll() is None:
-            launcher.send_signal(signal.SIGINT)  # Ctrl-C
-        try:
-            code = launcher.wait(timeout=90)
-        finally:
-            # What the launcher started and left running, after a moment to finish exiting (one
-            # that exited and was not reaped yet is a zombie: gone).
-            deadline = time.monotonic() + 10
-            while (left := [p for p in seen if _running(p)]) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            left_behind = []
-            for proc in left:
-                with contextlib.suppress(psutil.Error):
-                    left_behind.append(" ".join(proc.cmdline())[:160])
-                    proc.kill()
+        code, left_behind, left = launched.stop()
     assert code == 0, out.read_text()[-3000:]
     assert not left_behind, f"left running after the launcher exited: {left_behind}"
 
@@ -244,8 +270,43 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
     heartbeats = server.logs / "dag_id=mirrorflow_heartbeats"
     (emitted,) = heartbeats.glob("run_id=*/task_id=emit/attempt=1.log")
     assert "heartbeats stopped early" in emitted.read_text()
-    assert len(seen) >= 5  # the launcher, the four components and what they started
+    assert len(launched.seen) >= 5  # the launcher, the four components and what they started
     assert not left, [p.cmdline() for p in left]
     assert port_is_free(port)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    # The hour-long heartbeat run was stopped, not failed: up for retry, so that the clusters get
+    # heartbeats again as soon as Airflow runs again, not at the next hourly run.
+    run_id = beating["dag_run_id"]
+    assert server.home.task_states("mirrorflow_heartbeats", run_id, env={}) == {"emit": "up_for_retry"}
+    assert "is up for retry and its retry emits the rest of the window" in emitted.read_text()
+
+    again = _Launcher(home, port, out)
+    try:
+        _wait(
+            "the api-server answered healthy again",
+            180,
+            lambda: again.proc.poll() is not None or server.healthy(),
+        )
+        again.remember()
+        retried = _wait(
+            "the stopped heartbeat run's task was retried",
+            180,
+            lambda: (
+                again.proc.poll() is not None
+                or ((ti := _emit(server, run_id))["try_number"] == 2 and ti["state"] == "running" and ti)
+            ),
+        )
+        assert again.proc.poll() is None, again.said()[-3000:]
+        assert retried["try_number"] == 2
+        (second,) = heartbeats.glob("run_id=*/task_id=emit/attempt=2.log")
+        time.sleep(5)  # a few heartbeats into the retry's window
+    finally:
+        code, left_behind, left = again.stop()
+    assert code == 0 and not left_behind and not left, again.said()[-3000:]
+    # The retry emitted until this stop, each heartbeat acknowledged by the pair's target.
+    said = second.read_text()
+    assert "heartbeats stopped early" in said, said[-3000:]
+    written = re.search(r"primary->backup: (\d+) heartbeat\(s\) written to heartbeats on backup", said)
+    assert written and int(written.group(1)) > 0, said[-3000:]
+    assert server.home.task_states("mirrorflow_heartbeats", run_id, env={}) == {"emit": "up_for_retry"}

@@ -101,6 +101,11 @@ class AirflowHome:
                 "AIRFLOW__API__WORKERS": "1",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{LOOPBACK}:{port}/execution/",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                # A task's supervisor notices that its task process ended at its next wake-up, up to
+                # this many seconds (5 by default) after the task's last line: every task, and so
+                # every stop, took up to 5 s longer. It also sets how often a running task tells the
+                # api-server it lives, a small request on loopback.
+                "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
                 # LocalExecutor forks this many workers up front: 32 by default, 8 do for one machine.
                 "AIRFLOW__CORE__PARALLELISM": os.environ.get("AIRFLOW__CORE__PARALLELISM", "8"),
                 "AIRFLOW__CORE__AUTH_MANAGER": SIMPLE_AUTH_MANAGER,
@@ -184,6 +189,7 @@ class AirflowServer:
         self.logs = home.home / "logs"
         self.processes: dict[str, subprocess.Popen] = {}
         self.idle_workers_ended: list[str] = []
+        self.stop_phases: dict[str, float] = {}
         self._known: dict[int, psutil.Process] = {}
         self._token: str | None = None
 
@@ -313,6 +319,7 @@ class AirflowServer:
         killed (none when everything stopped when asked); `idle_workers_ended` names the idle
         LocalExecutor workers ended so that the scheduler could exit (see
         process_stop.wait_gone_ending_idle_workers)."""
+        began = time.monotonic()
         self._remember_descendants()
         api = self._api_server_tree()
         others = tuple(c for c in COMPONENTS if c != "api-server")
@@ -323,9 +330,14 @@ class AirflowServer:
         alive, self.idle_workers_ended = wait_gone_ending_idle_workers(
             first, scheduler.pid if scheduler is not None else None, grace
         )
+        tasks_done = time.monotonic()
         self._signal_groups(signal.SIGTERM, ("api-server",))
         self._terminate_outside_groups([p for p in self._known.values() if p.pid in api], ("api-server",))
         alive = [*alive, *wait_gone([p for p in self._known.values() if p.pid in api], API_GRACE_S)]
+        self.stop_phases = {
+            "scheduler and tasks": tasks_done - began,
+            "api-server": time.monotonic() - tasks_done,
+        }
         killed = []
         for leftover in alive:
             with contextlib.suppress(psutil.Error):

@@ -242,7 +242,8 @@ def serve(server: AirflowServer, user: str, env: dict[str, str], *, unpausing: b
                 f"; {len(idle)} idle LocalExecutor worker(s) the scheduler waited on with every task "
                 "ended were stopped (SIGKILL; they ran nothing)"
             )
-        print(f"airflow-local: stopped in {time.monotonic() - started:.1f}s{forced}", flush=True)
+        phases = ", ".join(f"{name} {took:.1f}s" for name, took in server.stop_phases.items())
+        print(f"airflow-local: stopped in {time.monotonic() - started:.1f}s ({phases}){forced}", flush=True)
         # Which ones, so a slow stop can be told apart (mirrorflow puts no secret in a command line).
         for line in killed:
             print(f"  killed: {line[:160]}", flush=True)

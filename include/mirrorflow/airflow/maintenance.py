@@ -10,9 +10,11 @@
   settings leave the job on, every `*.interval.seconds` (at least a minute: Airflow schedules no
   faster usefully).
 
-A job MM2's settings disable gets no DAG. Runs never overlap (max_active_runs=1), never catch
-up and are not retried: like MM2's scheduler, the next run on the interval is the retry, and a
-failed run shows in the UI with every topic or ACL it could not sync.
+A job MM2's settings disable gets no DAG. Runs never overlap (max_active_runs=1) and never
+catch up. The topic jobs are not retried: like MM2's scheduler, the next run on the interval is
+the retry, and a failed run shows in the UI with every topic or ACL it could not sync. The
+heartbeat run, an hour long, is retried when it was stopped early or could not start (see
+EmitHeartbeatsOperator), so that a stop of Airflow leaves no hour without heartbeats.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, task
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorflow.airflow.replicate import START
 from mirrorflow.airflow.tags import dag_tags
 from mirrorflow.airflow.task_stop import StopRequest
 from mirrorflow.config import FlowConfig, MirrorConfig
-from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, heartbeat_period
+from mirrorflow.control.heartbeats import FLUSH_TIMEOUT_S, MIN_PERIOD, HeartbeatError, heartbeat_period
 from mirrorflow.control.topic_sync import TOPIC_JOBS, TopicJob
 
 log = logging.getLogger(__name__)
@@ -66,12 +69,30 @@ def _heartbeat_pair_line(config: MirrorConfig, flow: FlowConfig) -> str:
     )
 
 
+HEARTBEAT_RETRIES = 10
+HEARTBEAT_RETRY_DELAY = timedelta(seconds=30)
+"""A heartbeat run stopped early (Airflow stopping), or whose task died or could not start, is
+retried this many times this far apart, each retry emitting for what is left of the run's window:
+a stop or a restart of Airflow must not leave the clusters without heartbeats until the next
+hourly run."""
+
+
+class HeartbeatsStopped(AirflowException):
+    """The window ended early because Airflow asked the task to stop: up for retry, not failed."""
+
+
 class EmitHeartbeatsOperator(BaseOperator):
     """Emits every pair's heartbeats for the run's window (control.heartbeats.emit_heartbeats).
     An operator rather than a @task for on_kill: Airflow 3 asks a task to stop (SIGTERM, at
     shutdown or when the run is marked) only by calling on_kill, which here ends the window at
     once, so stopping Airflow does not wait for a worker that emits for an hour. A request that
-    comes before the window started is kept: the run then emits nothing (task_stop)."""
+    comes before the window started is kept: the run then emits nothing (task_stop).
+
+    How a run ends: the whole window emitted, success; stopped early, HeartbeatsStopped, so the
+    task is up for retry and the retry (when Airflow runs again) emits the rest of the window;
+    heartbeats that failed during a window that ran, failed without a retry (the window is spent:
+    a retry would emit one heartbeat and turn the run green); anything before a window started
+    (a target down at the start), retried."""
 
     def __init__(
         self,
@@ -96,11 +117,24 @@ class EmitHeartbeatsOperator(BaseOperator):
         if self._stop.is_set():  # on_kill came before there was a window to end
             log.info("heartbeats: the task was asked to stop before its window started; none emitted")
             return {"window_s": 0.0, "pairs": {}}
-        window = heartbeat_window(self.intervals, context["dag_run"].run_after, datetime.now(UTC), self.run)
+        run_after = context["dag_run"].run_after
+        window = heartbeat_window(self.intervals, run_after, datetime.now(UTC), self.run)
         current = load_config(self.config_path)
-        runs = emit_heartbeats(
-            [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
-        )
+        try:
+            runs = emit_heartbeats(
+                [current.flow(s, t) for s, t in self.pairs], duration_s=window, stop=self._stop
+            )
+        except HeartbeatError as err:
+            if err.after_window and not self._stop.is_set():
+                raise AirflowFailException(str(err)) from err
+            raise
+        left = heartbeat_window(self.intervals, run_after, datetime.now(UTC), self.run)
+        if self._stop.is_set() and left > 0:
+            raise HeartbeatsStopped(
+                f"heartbeats stopped early, {left:.0f} s before the end of this run's window, because "
+                "Airflow asked the task to stop; the task is up for retry and its retry emits the rest "
+                "of the window when Airflow runs again"
+            )
         # One compact XCom: counts per pair, not each heartbeat.
         return {
             "window_s": window,
@@ -140,7 +174,9 @@ def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
             + f"\n\nEach run emits for {period.total_seconds():g} s (`mirrorflow.heartbeats.run.seconds`), "
             "then exits one interval before the next run is due, so runs never overlap and Airflow's "
             "database gets one run per period for all pairs. A pair whose target fails does not stop the "
-            "others; the run fails at its end, naming it."
+            "others; the run fails at its end, naming it. A run stopped early (Airflow stopping) is up "
+            f"for retry, not failed: its retry emits the rest of the window when Airflow runs again "
+            f"({HEARTBEAT_RETRIES} retries, {HEARTBEAT_RETRY_DELAY.total_seconds():g} s apart)."
         ),
     ) as dag:
         EmitHeartbeatsOperator(
@@ -150,6 +186,8 @@ def heartbeats_dag(path: str, config: MirrorConfig) -> DAG:
             intervals=intervals,
             run=run,
             execution_timeout=period + timedelta(seconds=2 * FLUSH_TIMEOUT_S),
+            retries=HEARTBEAT_RETRIES,
+            retry_delay=HEARTBEAT_RETRY_DELAY,
         )
     return dag
 

@@ -48,7 +48,13 @@ DELIVERY_TIMEOUT_MS = 30_000
 
 
 class HeartbeatError(RuntimeError):
-    """Heartbeats were not acknowledged by the target cluster; the message says which and why."""
+    """Heartbeats were not acknowledged by the target cluster; the message says which and why.
+    `after_window`: raised at the end of a window that ran (its failures are the run's verdict),
+    not before one started (where the window is still ahead and a retry can emit it)."""
+
+    def __init__(self, message: str, *, after_window: bool = False) -> None:
+        super().__init__(message)
+        self.after_window = after_window
 
 
 def heartbeat_period(intervals: Sequence[timedelta], run: timedelta = MIN_PERIOD) -> timedelta:
@@ -276,6 +282,7 @@ def emit_heartbeats(
                 f"  {run.flow}: {run.failed} of {run.failed + run.emitted} heartbeat(s) to {run.topic} on "
                 f"{run.cluster} failed: {'; '.join(run.errors)}"
                 for run in failed
-            )
+            ),
+            after_window=True,
         )
     return runs
