@@ -26,7 +26,9 @@ def install_dags_command(dags_folder: Path, replace: bool) -> None:
         sys.exit(1)
     state = "wrote" if written.changed else "already up to date:"
     click.echo(f"{state} {written.path}")
-    click.echo("Set MIRRORFLOW_CONFIG to your MM2 properties file for the dag-processor, scheduler and workers.")
+    click.echo(
+        "Set MIRRORFLOW_CONFIG to your MM2 properties file for the dag-processor, scheduler and workers."
+    )
 
 
 COMMANDS = [install_dags_command]
