@@ -1,11 +1,14 @@
 """docker-compose.yaml cannot be started here (no Docker engine), so its structure is checked:
-the services a user needs exist, Kafka is the official image in KRaft mode, the project is
-mounted, and every preset connection points at a service that exists."""
+the services a user needs exist, Kafka is the official image in KRaft mode, every image and version
+is the one the suite pins (Kafka in kafka/pom.xml, Airflow, Python and Spark in requirements.txt),
+the image installs mirrorflow from the wheel it builds (only the configs are mounted), and every
+preset connection points at a service that exists."""
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import yaml
 from localkafka import kafka_version
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = (ROOT / "docker" / "Dockerfile").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -62,14 +66,44 @@ def _airflow_services(compose: dict) -> list[str]:
     return [name for name in compose["services"] if name.startswith("airflow-") or name.startswith("spark-")]
 
 
-def test_project_is_mounted_everywhere(compose: dict) -> None:
+def test_only_the_configs_are_mounted_the_code_is_the_wheel(compose: dict) -> None:
     for name in _airflow_services(compose):
-        mounts = {m.split(":")[0]: m.split(":")[1] for m in compose["services"][name]["volumes"]}
-        for folder in ("dags", "plugins", "spark_apps", "include"):
-            assert f"./{folder}" in mounts, f"{name} does not mount {folder}/"
-            assert (ROOT / folder).is_dir()
-        assert compose["services"][name]["build"]["dockerfile"] == "docker/Dockerfile"
-    assert (ROOT / "docker" / "Dockerfile").is_file()
+        service = compose["services"][name]
+        assert service["build"]["dockerfile"] == "docker/Dockerfile"
+        assert service["volumes"] == ["./include/config:/opt/airflow/include/config:ro"], name
+        assert "PYTHONPATH" not in service["environment"]
+    assert (ROOT / "include" / "config").is_dir()
+    assert "PYTHONPATH" not in DOCKERFILE
+
+
+def pin(name: str) -> str:
+    found = re.search(rf"^{re.escape(name)}==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert found, f"requirements.txt does not pin {name}"
+    return found.group(1)
+
+
+def test_the_images_are_the_pinned_airflow_and_python() -> None:
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE, re.M))
+    assert args["AIRFLOW_VERSION"] == pin("apache-airflow")
+    assert args["PYTHON_VERSION"] == f"{sys.version_info.major}.{sys.version_info.minor}"
+    stages = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
+    assert stages == ["apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}"] * 2
+
+
+def test_the_image_installs_the_wheel_with_spark_under_the_pins() -> None:
+    """The wheel the first stage builds, with [spark] (pyspark: Spark's master, workers and
+    spark-submit), beside the pinned Airflow, under requirements.txt; the pinned pyspark last,
+    over pyspark-client's files; the DAG file from the installed package."""
+    build = re.search(r"python -m build --no-isolation --outdir /dist \.", DOCKERFILE)
+    assert build, "the first stage does not build the sdist and wheel as make dist does"
+    install = re.search(
+        r'pip install [^\n]*"\$\(echo /tmp/dist/mirrorflow-\*\.whl\)\[spark\]"[^\n]*', DOCKERFILE
+    )
+    assert install and '"apache-airflow==${AIRFLOW_VERSION}"' in install.group(0)
+    assert "--constraint /tmp/requirements.txt" in DOCKERFILE
+    assert "--no-deps --force-reinstall \"$(grep -E '^pyspark==' /tmp/requirements.txt)\"" in DOCKERFILE
+    assert pin("pyspark")
+    assert "mirrorflow install-dags /opt/airflow/dags" in DOCKERFILE
 
 
 def test_connections_name_services_that_exist(compose: dict) -> None:
