@@ -181,11 +181,18 @@ def window_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:
         "When the newest micro-batch window's tasks last stored their figures",
         labels=["flow"],
     )
+    rate = GaugeMetricFamily(
+        "mirrorflow_flow_window_bytes_per_second",
+        "Bytes per second the newest micro-batch window copied over about the last minute",
+        labels=["flow"],
+    )
     for flow in flows:
         window = flow.window
         if window is None:
             continue
         records.add_metric([flow.flow], float(window["records"]))
+        if "bytes_per_s" in window:
+            rate.add_metric([flow.flow], float(window["bytes_per_s"]))
         when.add_metric([flow.flow], window["at_ms"] / 1000)
         flow_lag.add_metric([flow.flow, "now"], float(window["lag_now_s"]))
         for stat, value in window["lag_recent_s"].items():
@@ -196,7 +203,7 @@ def window_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:
             for stat in ("p50", "p99", "max"):
                 if row.get(stat) is not None:
                     topic_lag.add_metric([flow.flow, topic, stat], float(row[stat]))
-    yield from (flow_lag, topic_lag, records, when)
+    yield from (flow_lag, topic_lag, records, rate, when)
 
 
 def verification_metrics(flows: list[FlowStatus]) -> Iterator[GaugeMetricFamily]:

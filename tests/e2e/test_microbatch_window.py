@@ -61,6 +61,7 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
             )
             time.sleep(1)
         time.sleep(6)  # a few status lines' worth of batches on Spark
+        running = _page_row(config)
         (app,) = spark.status()["activeapps"]
         killed = _kill_executor(app["id"])
         copied = _copied(b)
@@ -106,6 +107,30 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     ended = re.search(r"(\d+) task attempts? lost mid-window had copied ([\d,]+) records?", result.log)
     assert ended and int(ended.group(1)) >= 1 and int(ended.group(2).replace(",", "")) > 0, result.log[-4000:]
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, "steady", "A.steady", PARTITIONS) == sent
+    # While the window copied, the status page's row showed its figures so far (its run, records,
+    # rate over the last minute, lag in seconds), not a summary's: a window writes one at its end.
+    assert "the running window, 2 task(s)" in running and "so far" in running, running
+    rate = re.search(r"([\d,]+) records/s", running)
+    assert rate and int(rate.group(1).replace(",", "")) > 0, running
+    assert re.search(r"behind; p50 [\d.]+ s, p99 [\d.]+ s", running), running
+
+
+def _page_row(config) -> str:
+    """The flow's row of the status page, rendered from what the clusters hold now."""
+    from mirrorflow.airflow.status_page import PageView, render_content
+    from mirrorflow.config import load_config
+    from mirrorflow.control.mirror_status import mirror_status
+
+    mirror = load_config(str(config))
+    status = mirror_status(mirror)
+    view = PageView(
+        status=status,
+        snapshot={"refresh_interval_s": 15.0},
+        banners=[],
+        now_ms=status.generated_ms,
+        config=mirror,
+    )
+    return render_content(view).split("A-&gt;B", 1)[1].split("</tr>", 1)[0]
 
 
 def _copied(cluster) -> int:

@@ -125,3 +125,41 @@ def test_the_task_log_line_says_records_rate_and_lag() -> None:
     # Lag now is the last batch's (orders' 200 ms); p50 its bucket's bound.
     assert line.startswith("window A->B: 1,300 records (200/s), lag now 0.20s, p50 0.21s")
     assert "p99 1.50s (last minutes); 4 partitions, 2 task(s), 200 batches" in line
+
+
+def test_a_windows_rate_is_over_the_last_minute_and_its_tasks_rates_add_up() -> None:
+    """The running window's row showed records and lag but no rate (issue 36): each task's status
+    record gives records and bytes per second over about the last minute, and the window's rate is
+    the sum of its tasks' (they copy disjoint partitions)."""
+    from mirrorflow.replicate.window.figures import _Rate
+
+    rate = _Rate(0)
+    assert rate.figures(30_000, 3_000, 3_000_000) == {
+        "records_per_s": 100.0,
+        "bytes_per_s": 100_000.0,
+        "span_s": 30.0,
+    }
+    # A minute with nothing copied reads 0, not the window's average so far.
+    assert rate.figures(90_000, 3_000, 3_000_000)["records_per_s"] == 0.0
+    # The span starts at the newest mark at least a minute old (30 s): 500 records in 70 s.
+    assert rate.figures(100_000, 3_500, 3_500_000) == {
+        "records_per_s": 7.1,
+        "bytes_per_s": 7142.9,
+        "span_s": 70.0,
+    }
+
+    window = _window()
+    tasks = [window["records_per_s"], window["bytes_per_s"]]
+    assert tasks[0] > 0 and tasks[1] > tasks[0]  # both tasks' records, 1 KiB each
+    view = PageView(
+        status=_status(window),
+        snapshot={"refresh_interval_s": 15.0, "refresh_error": None},
+        banners=[],
+        now_ms=window["at_ms"] + 1_000,
+        config=load_config(
+            "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n"
+            "A->B.enabled = true\nA->B.mirrorflow.replicate.mode = micro-batch\n"
+        ),
+    )
+    row = render_content(view).split("A-&gt;B", 1)[1].split("</tr>", 1)[0]
+    assert f"{window['records_per_s']:,.0f} records/s" in row, row

@@ -186,7 +186,16 @@ def window_cells(view: PageView, window: dict[str, Any]) -> list[str]:
         f'<div class="sub">the running window, {window["tasks"]} task(s), as its tasks last said</div>'
     )
     records = number(window["records"]) + '<div class="sub">so far</div>'
-    return [figures, records]
+    return [figures, records, window_rate_cell(window)]
+
+
+def window_rate_cell(window: dict[str, Any]) -> str:
+    """The running window's rate over about the last minute, all its tasks together (a window's
+    status records of an older version have none: a dash)."""
+    if "bytes_per_s" not in window:
+        return MUTED_DASH
+    per_s = f"{window['records_per_s']:,.0f} records/s"
+    return f'{byte_rate(window["bytes_per_s"])}<div class="sub" title="over about the last minute">{per_s}</div>'
 
 
 def last_copy_cell(view: PageView, flow: FlowStatus) -> str:
@@ -237,7 +246,7 @@ def flows_table(view: PageView, status: MirrorStatus) -> str:
             # wait for it.
             rows.append(
                 table_row(
-                    cells + window_cells(view, window) + [MUTED_DASH] * 5 + [last_copy_cell(view, flow)], flow
+                    cells + window_cells(view, window) + [MUTED_DASH] * 4 + [last_copy_cell(view, flow)], flow
                 )
             )
             continue

@@ -68,6 +68,8 @@ def window_overview(run_id: str, merged: Mapping[str, Any]) -> dict[str, Any]:
         "tasks": merged["tasks"],
         "partitions": merged["partitions"],
         "records": merged["records"],
+        "records_per_s": merged["records_per_s"],
+        "bytes_per_s": merged["bytes_per_s"],
         "lag_now_s": merged["lag_now_s"],
         "lag_recent_s": dict(merged["lag_recent_s"]),
         "topics": {

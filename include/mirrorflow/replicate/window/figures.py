@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -34,6 +35,30 @@ class _Topic:
         self.whole = LagHistogram()
 
 
+RATE_SPAN_MS = 60_000
+"""The rates a status record gives are over about the last minute (since the task started, before)."""
+
+
+class _Rate:
+    """Records and bytes per second over the last RATE_SPAN_MS, from the totals at each status."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.marks: deque[tuple[int, int, int]] = deque([(now_ms, 0, 0)])
+
+    def figures(self, now_ms: int, records: int, size: int) -> dict[str, float]:
+        # Keep the newest mark at least RATE_SPAN_MS old (the span's start) and those after it.
+        while len(self.marks) > 1 and self.marks[1][0] <= now_ms - RATE_SPAN_MS:
+            self.marks.popleft()
+        at, then_records, then_bytes = self.marks[0]
+        self.marks.append((now_ms, records, size))
+        span = max(now_ms - at, 1) / 1000
+        return {
+            "records_per_s": round((records - then_records) / span, 1),
+            "bytes_per_s": round((size - then_bytes) / span, 1),
+            "span_s": round(span, 1),
+        }
+
+
 class TaskFigures:
     def __init__(self) -> None:
         self.records = 0
@@ -42,6 +67,7 @@ class TaskFigures:
         self.recent = RecentLag()
         self.whole = LagHistogram()
         self.topics: dict[str, _Topic] = {}
+        self.rate = _Rate(int(time.time() * 1000))
 
     def batch(self, samples: Mapping[str, int], results: Iterable[UnitResult], now_ms: int) -> None:
         """One batch: what it copied, and one lag sample per topic (the worst of its partitions)."""
@@ -86,6 +112,7 @@ class TaskFigures:
             "partitions": partitions,
             "records": self.records,
             "bytes": self.bytes,
+            "rate": self.rate.figures(now_ms, self.records, self.bytes),
             "lag_now_ms": self.now_ms,
             "lag_recent": self.recent.histogram(now_ms).figures(),
             "lag_window": self.whole.figures(),
@@ -139,6 +166,9 @@ def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "partitions": sum(r["partitions"] for r in tasks),
         "records": sum(r["records"] for r in tasks),
         "bytes": sum(r["bytes"] for r in tasks),
+        # Tasks copy disjoint partitions: their rates add up. A record of an older version has none.
+        "records_per_s": round(sum(r.get("rate", {}).get("records_per_s", 0.0) for r in tasks), 1),
+        "bytes_per_s": round(sum(r.get("rate", {}).get("bytes_per_s", 0.0) for r in tasks), 1),
         "lag_now_s": round(max((r["lag_now_ms"] for r in tasks), default=0) / 1000, 3),
         "lag_recent_s": worst(r["lag_recent"] for r in tasks),
         "lag_window_s": worst(r["lag_window"] for r in tasks),
