@@ -313,6 +313,20 @@ def reader(config: Mapping[str, Any], *, isolation: str = "read_committed") -> C
     )
 
 
+def idle_read_text(
+    config: Mapping[str, Any], topic: str, partition: int, position: int, end: int | None, idle_s: float
+) -> str:
+    """Why a read of `topic`-`partition` gave up: nothing came for `idle_s` seconds, neither a
+    record nor the partition's end, from offset `position` on."""
+    goal = "the partition's end" if end is None else f"offset {end}"
+    servers = config.get("bootstrap.servers", "?")
+    return (
+        f"reading {topic}-{partition} at {servers}: nothing came for {idle_s:g}s from offset {position} "
+        f"on, neither a record nor {goal} (the cluster, or the partition's leader, did not answer in "
+        "time, or the records up to there do not exist)"
+    )
+
+
 def read_partition(
     config: Mapping[str, Any],
     topic: str,
@@ -329,13 +343,16 @@ def read_partition(
     try:
         consumer.assign([TopicPartition(topic, partition, start)])
         last_seen = time.monotonic()
+        position = start
         while True:
             # librdkafka's consume() waits its whole timeout unless the batch fills up, so a
             # short timeout in a loop ends a small read quickly.
             batch = consumer.consume(1000, timeout=POLL_S)
             if not batch:
                 if time.monotonic() - last_seen > idle_timeout_s:
-                    raise KafkaCallError(f"{topic}-{partition} stopped before offset {end}")
+                    raise KafkaCallError(
+                        idle_read_text(config, topic, partition, position, end, idle_timeout_s)
+                    )
                 continue
             last_seen = time.monotonic()
             for message in batch:
@@ -348,6 +365,7 @@ def read_partition(
                     raise KafkaException(error)
                 if end is not None and message.offset() >= end:
                     return
+                position = message.offset() + 1
                 yield message
                 if end is not None and message.offset() + 1 >= end:
                     return

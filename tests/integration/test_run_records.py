@@ -17,11 +17,13 @@ import pytest
 from confluent_kafka import Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.kafka import read_partition
+from mirrorflow.kafka import KafkaCallError, read_partition
 from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.copy import UnitResult
 from mirrorflow.replicate.plan import PartitionSpan, Plan
 from mirrorflow.replicate.report import RunReport
+
+from .kafkatools import create_topics, produce
 
 MIB = 1024 * 1024
 
@@ -286,3 +288,20 @@ def test_records_from_before_chunks_still_read_and_chunks_do_not_trip_old_reader
         flow, read_run_id, kind = message.key().decode().split("|", 2)  # as readers before chunks did
         assert (flow, read_run_id, kind) == ("A->B", run_id, "summary/chunk")
         message.value().decode()
+
+
+def test_a_read_that_gets_nothing_says_where_it_stopped_and_what_it_waited_for(target) -> None:
+    """A CLI window whose target stalled ended with `mirrorflow-runs.internal-0 stopped before
+    offset None` (issue 36), which names neither the cluster nor what was missing. A read that
+    gets nothing in time says the cluster, the offset it reached and what it waited for."""
+    topic = f"stalled-read-{uuid.uuid4().hex[:8]}"
+    bootstrap = target["bootstrap.servers"]
+    create_topics(bootstrap, (topic, 1))
+    produce(bootstrap, topic, [{"value": b"a"}, {"value": b"b"}])
+    with pytest.raises(KafkaCallError) as raised:
+        list(read_partition(target, topic, 0, end=10, idle_timeout_s=1))
+    assert str(raised.value) == (
+        f"reading {topic}-0 at {bootstrap}: nothing came for 1s from offset 2 on, neither a record nor "
+        "offset 10 (the cluster, or the partition's leader, did not answer in time, or the records "
+        "up to there do not exist)"
+    )
