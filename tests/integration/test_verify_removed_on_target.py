@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
+from rich.console import Console
 
 from mirrorflow.airflow.status_app import TOKEN_ENV
+from mirrorflow.commands.verify import print_summary
 from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.control.status_copy import verification_health
 from mirrorflow.ops.verification import service as verify_service
@@ -81,6 +83,15 @@ def test_copies_removed_above_a_groups_offset_make_the_verification_incomplete_n
         in problem
     )
     assert "would skip them" in problem
+    # The command line's table output names the range too (its JSON always did).
+    console = Console(record=True, width=200)
+    print_summary(console, summary)
+    printed = console.export_text()
+    assert (
+        f"{topic}-0: 50 copied record(s) removed on the target, source offsets 100 to 149, still needed "
+        f"from offset 100 by group {group}"
+    ) in printed, printed
+    assert "INCOMPLETE" in printed
     # The status shows the verdict, and both counts under the verification's badge.
     flow = mirror_status(config, clusters=["B"]).flow("A->B")
     shown = flow.last_verification

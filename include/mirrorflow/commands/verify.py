@@ -68,6 +68,25 @@ def summary_table(summary: dict[str, Any]) -> Table:
     )
 
 
+def removed_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per partition whose copies the target removed though they are still needed (the
+    verdict is incomplete for them): the source range, and who needs it."""
+    totals = summary["totals"]
+    removed = summary.get("removed") or []
+    lines = [
+        f"{row['topic']}-{row['partition']}: {row['records']:,} copied record(s) removed on the target, "
+        f"source offsets {row['from']:,} to {row['to'] - 1:,}, still needed from offset "
+        f"{row['needed_from']:,} by {row['needed_by']}"
+        for row in removed
+    ]
+    more = totals.get("removed_partitions", 0) - len(removed)
+    if more > 0:
+        lines.append(
+            f"... and {more:,} more partitions with copies removed on the target (the stored report has them all)"
+        )
+    return lines
+
+
 def print_summary(console: Console, summary: dict[str, Any]) -> None:
     if summary["topics"]:
         console.print(summary_table(summary))
@@ -102,6 +121,8 @@ def print_summary(console: Console, summary: dict[str, Any]) -> None:
         console.print(f"[red]... and {summary['mismatch_count'] - MISMATCH_LINES:,} more mismatches[/red]")
     for row in summary["errors"]:
         console.print(f"[red]{escape(row['topic'])}-{row['partition']}: {escape(row['error'])}[/red]")
+    for line in removed_lines(summary):
+        console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
     colour = {"verified": "green", "sample passed": "green", "incomplete": "yellow"}.get(
         summary["verdict"], "red"
     )
