@@ -3,8 +3,8 @@
 A page writes a marker such as `<!-- mirrorflow:mm2-keys -->` on a line of its own; at build time
 the marker becomes the table the code's own data gives (the key specs mirrorflow parses with, the
 Java-to-librdkafka mapping it translates with, the ACL grants its jobs check, the click commands
-of `mirrorflow` with the help they print). An unknown marker
-fails the build, so a renamed generator cannot leave a page silently empty.
+of `mirrorflow` with the help they print, the dependencies and extras the wheel declares). An
+unknown marker fails the build, so a renamed generator cannot leave a page silently empty.
 """
 
 from __future__ import annotations
@@ -12,10 +12,14 @@ from __future__ import annotations
 import html
 import inspect
 import re
+import tomllib
 from collections.abc import Callable, Iterable
 
 import click
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
+from mirrorflow.airflow.settings import PROJECT_ROOT
 from mirrorflow.cli import main
 from mirrorflow.config import load_config, mapping_markdown, mirrorflow_keys_markdown
 from mirrorflow.config.key_kinds import (
@@ -144,8 +148,31 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
+def dependencies_table() -> str:
+    """What the wheel declares (pyproject.toml: the base dependencies, then each extra's) with the
+    range it accepts and the version the suite runs (requirements.txt's pin)."""
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    pins = {
+        canonicalize_name(name): version
+        for name, version in re.findall(
+            r"^([A-Za-z0-9_.-]+)==(\S+)$", (PROJECT_ROOT / "requirements.txt").read_text(), re.M
+        )
+    }
+    groups = [("`mirrorflow`", project["dependencies"])] + [
+        (f"`mirrorflow[{extra}]`", lines) for extra, lines in project["optional-dependencies"].items()
+    ]
+    rows = ["| installed with | package | range in the wheel | the suite runs |", "|---|---|---|---|"]
+    for label, lines in groups:
+        for line in lines:
+            name = Requirement(line).name
+            wanted = line[len(name) :].strip()
+            rows.append(f"| {label} | `{name}` | `{wanted}` | {pins.get(canonicalize_name(name), '-')} |")
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "cli": cli_reference,
+    "dependencies": dependencies_table,
     "mm2-keys": lambda: keys_table(CONNECTOR_KEYS),
     "offset-storage-keys": lambda: keys_table(OFFSET_STORAGE_KEYS),
     "file-keys": lambda: keys_table(FILE_KEYS, connector=False),
