@@ -17,7 +17,9 @@ Rules:
   pass; nothing is skipped.
 
 Every row says how its offset was found (exact, ahead of replication, MM2-precise, mm2 for
-partitions MirrorMaker 2 copied, checkpoint), and the lag each group will find on B.
+partitions MirrorMaker 2 copied, checkpoint), and the lag each group will find on B; `removed`
+where B removed copies (its retention, DeleteRecords) the group had not read, which it skips:
+said in the row and a warning, found where A answers.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import re
 
 from mirrorflow.clients import FlowClients
-from mirrorflow.config import MirrorConfig
+from mirrorflow.config import FlowConfig, MirrorConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
 from mirrorflow.control.flows import load
 from mirrorflow.control.groups import commit_offsets, committed_offsets, describe_groups
@@ -48,6 +50,7 @@ from mirrorflow.ops.failover_rows import (
     LIVE,
     NOT_MOVED,
     REFUSED,
+    REMOVED_STATUS,
     UNTRANSLATED,
     WOULD_COMMIT,
     FailoverError,
@@ -57,6 +60,7 @@ from mirrorflow.ops.failover_rows import (
     live_rows,
 )
 from mirrorflow.ops.failover_tails import divergent_message, place_around_tails, read_tails
+from mirrorflow.ops.removed_copies import skipped_records
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +221,18 @@ def failover(
         ],
         bounds,
     )
+    skipped = {} if use_checkpoints else removed_ahead(flow, clients, finals)
     for row, target_offset, note in finals:
         action = row.action
+        status = row.status
+        gone = skipped.get((row.group, row.source_topic, row.partition))
+        if gone is not None:
+            status = REMOVED_STATUS
+            removed_note = (
+                f"skips source offsets {gone[0]:,} to {gone[1] - 1:,}: their copies were removed on "
+                f"{target} (its retention, or a DeleteRecords) before the group read them"
+            )
+            note = f"{note}; {removed_note}" if note else removed_note
         if row.group in result.refused:
             action = REFUSED
         elif action == WOULD_COMMIT and not dry_run:
@@ -230,7 +244,17 @@ def failover(
                 max(0, bounds[(row.topic, row.partition)][1] - target_offset),
             )
         result.rows.append(
-            dataclasses.replace(row, target_offset=target_offset, lag=lag, action=action, note=note)
+            dataclasses.replace(
+                row, target_offset=target_offset, lag=lag, action=action, note=note, status=status
+            )
+        )
+    if skipped:
+        groups = sorted({group for group, _, _ in skipped})
+        result.warnings.append(
+            f"{len(skipped)} partition(s) of {len(groups)} group(s) ({', '.join(groups[:5])}"
+            + (f" and {len(groups) - 5} more" if len(groups) > 5 else "")
+            + f") land past records whose copies {target} removed before the group read them: "
+            "those records are not on the target, and the group skips them (status removed)"
         )
     ahead = sum(1 for r in result.rows if r.status == Status.AHEAD.value)
     if ahead:
@@ -253,6 +277,27 @@ def failover(
         )
     log.info("%s", outcome_line(result))
     return result
+
+
+def removed_ahead(
+    flow: FlowConfig, clients: FlowClients, finals: list[tuple[FailoverRow, int | None, str]]
+) -> dict[tuple[str, str, int], tuple[int, int]]:
+    """Per (group, source topic, partition) the source offsets [first, end) a group would skip
+    because the target removed their copies before it read them (ops.removed_copies), for rows
+    placed where the source answers (the source says which records those were)."""
+    rows = [
+        {
+            "group": row.group,
+            "topic": row.topic,
+            "partition": row.partition,
+            "source_topic": row.source_topic,
+            "source_offset": row.source_offset,
+            "target_offset": target_offset,
+        }
+        for row, target_offset, _ in finals
+        if target_offset is not None
+    ]
+    return skipped_records(flow, clients, rows, {}) if rows else {}
 
 
 def outcome_line(result: FailoverResult) -> str:

@@ -24,6 +24,9 @@ LIVE = "live"
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_STATUS = "checkpoint"
 UNTRANSLATED = "untranslated"
+REMOVED_STATUS = "removed"
+"""The target removed copies (its retention, DeleteRecords) the group had not read: it lands on
+the first copy still there and skips them (ops.failover.removed_ahead)."""
 COMMITTED, WOULD_COMMIT, REFUSED, NOT_MOVED = "committed", "would commit", "refused", "not moved"
 
 
@@ -40,7 +43,7 @@ class FailoverRow:
     source_offset: int
     target_offset: int | None
     lag: int | None  # records left on the target for this group
-    status: str  # exact | ahead | mm2-precise | mm2 | checkpoint | untranslated
+    status: str  # exact | ahead | mm2-precise | mm2 | scanned | checkpoint | untranslated | removed
     action: str  # committed | would commit | refused | not moved
     note: str = ""
 
