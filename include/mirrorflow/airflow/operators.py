@@ -195,6 +195,22 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         conf = dict(self.conf or {})
         return env, conf if remote else driver_logging_conf(conf)
 
+    # OpenLineage (apache-airflow-providers-openlineage calls these when it is configured): the
+    # topics this run reads and writes, from the rendered arguments' plan (mirrorflow.airflow.lineage).
+    def get_openlineage_facets_on_start(self) -> Any:
+        from mirrorflow.airflow.lineage import StepRun, copy_on_start
+
+        return copy_on_start(StepRun.from_args(self.application_args))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        from mirrorflow.airflow.lineage import StepRun, copy_on_complete
+
+        return copy_on_complete(StepRun.from_args(self.application_args))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """The plan's datasets: a failed copy may have left no report to count from."""
+        return self.get_openlineage_facets_on_start()
+
     def _connection_extras(self) -> dict[str, dict[str, Any]]:
         from airflow.sdk.log import mask_secret
 
@@ -247,3 +263,11 @@ class MirrorflowVerifyOperator(MirrorflowSparkOperator):
 
     APPLICATION = VERIFY_APPLICATION
     NAME_PREFIX = "mirrorflow-verify"
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        from mirrorflow.airflow.lineage import StepRun, verify_lineage
+
+        return verify_lineage(StepRun.from_args(self.application_args))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self.get_openlineage_facets_on_start()
