@@ -268,6 +268,11 @@ def test_the_approval_shows_what_was_copied_and_blocks_a_group_it_does_not_cover
 
     assert committed(day.backup.bootstrap, "shop", REMOTE) == {REMOTE[0]: 40, REMOTE[1]: 70}
     assert committed(day.backup.bootstrap, "billing", [(f"primary.{BILLING}", 0)]) == {}
+    # The DAGs scheduled on the flow's cut-over Asset learn which groups moved.
+    events = server.api(f"/api/v2/assets/events?source_run_id={quote(run_id, safe='')}")["asset_events"]
+    moved = {e["uri"]: e["extra"] for e in events if e["source_task_id"] == "cutover"}
+    assert list(moved) == [f"mirrorflow://{day.backup.bootstrap}/primary/cutover"]
+    assert [(e["groups"], e["groups_count"]) for e in moved.values()] == [(["shop"], 1)]
     summary = xcom(server, MIGRATE, run_id, "final_report")
     assert summary["groups_moved"] == ["shop"] and list(summary["groups_blocked"]) == ["billing"]
     assert summary["outcome"] == (

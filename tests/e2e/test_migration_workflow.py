@@ -13,6 +13,7 @@ from mirrorflow.replicate.run_reading import iter_run_records
 
 from ..integration.kafkatools import create_topics, produce
 from ..integration.test_failover_helpers import commit_at, committed
+from .asset_events import stored_asset_events
 from .hitl import answer
 from .test_control_dags import dagbag
 from .test_replicate_dag import _env
@@ -86,3 +87,9 @@ def test_a_dry_run_cut_over_walks_the_whole_path_and_moves_nothing(
     assert summary["approval"] == "approved" and summary["would_move"] == [group] and summary["done"]
     assert summary["groups_moved"] == []
     assert committed(backup.bootstrap, group, [(f"primary.{topic}", 0), (f"primary.{topic}", 1)]) == {}
+    # Through the aliases of the pair the form chose: the copy's topic and the verification; a
+    # dry run moved nobody, so no cut-over event.
+    events = stored_asset_events(airflow_home, DAG_ID, outcome.run_id)
+    copied = f"kafka://{backup.bootstrap}/primary.{topic}"
+    assert set(events) == {copied, f"mirrorflow://{backup.bootstrap}/primary/verified"}
+    assert (events[copied]["mode"], events[copied]["records"]) == ("migrate", 200)

@@ -15,6 +15,7 @@ from mirrorflow.replicate.run_reading import iter_run_records
 from ..integration.kafkatools import create_topics, produce
 from ..integration.mirror_setup import mm2_text, replicate_once
 from ..integration.test_verify import _faulty_copy, records
+from .asset_events import stored_asset_events
 from .test_control_dags import dagbag
 from .test_replicate_dag import librdkafka_errors
 
@@ -89,6 +90,11 @@ def test_verify_dag_proves_an_exact_copy(airflow_home, kafka_clusters, unique, t
     assert summary["verdict"] == "verified", summary
     assert summary["totals"]["matched"] == summary["totals"]["source_records"] == 200
     assert list(summary["topics"]) == [topic] and summary["sample"] is None
+    # A verification that passed says so to the DAGs scheduled on the flow's verified Asset.
+    events = stored_asset_events(airflow_home, result.dag_id, result.run_id)
+    assert list(events) == [f"mirrorflow://{b.bootstrap}/A/verified"]
+    verified = events[f"mirrorflow://{b.bootstrap}/A/verified"]
+    assert (verified["verdict"], verified["matched"], verified["topics"]) == ("verified", 200, [topic])
 
 
 def test_verify_dag_fails_report_naming_each_wrong_record(
@@ -115,3 +121,4 @@ def test_verify_dag_fails_report_naming_each_wrong_record(
     summary = _summary(b, result.run_id)
     assert summary["verdict"] == "failed" and summary["sample"] == 1.0
     assert summary["totals"]["wrong"] == {"missing": 1, "different": 1, "unexpected": 0, "repeated": 1}
+    assert stored_asset_events(airflow_home, result.dag_id, result.run_id) == {}
