@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,14 +94,20 @@ class Installed:
         )
 
 
+# Nothing of the checkout's Python may reach the install: with the checkout on PYTHONPATH pip
+# takes mirrorflow for installed already. pip's own settings (PIP_*, proxies) stay.
+OUTSIDE_PYTHON = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV"}
+
+
 def timed(seconds: dict[str, float], step: str, cmd: list[str], **kwargs) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in OUTSIDE_PYTHON}
     started = time.monotonic()
-    subprocess.run(cmd, check=True, capture_output=True, text=True, **kwargs)
+    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, **kwargs)
     seconds[step] = round(time.monotonic() - started, 1)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("installed-wheel")
     seconds: dict[str, float] = {}
     dist, venv, home = work / "dist", work / "venv", work / "home"
@@ -126,7 +134,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     )
     home.mkdir()
     print(f"wheel {wheel.name}: {wheel.stat().st_size:,} bytes; seconds {seconds}")
-    return Installed(venv, wheel, home, seconds)
+    yield Installed(venv, wheel, home, seconds)
+    # The virtualenv is about 700 MB: not kept among pytest's last runs.
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_wheel_carries_what_the_code_opens_at_run_time(installed: Installed) -> None:
