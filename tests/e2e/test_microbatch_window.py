@@ -8,6 +8,7 @@ never schedules; the target ends exact."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
@@ -15,10 +16,13 @@ import time
 
 import psutil
 
+from mirrorflow.replicate.run_reading import iter_run_records
+
 from ..integration.kafkatools import create_topics, read_topic
 from ..integration.mirror_setup import mm2_text
 from ..integration.window_tools import SteadyProducer, assert_copied_exactly
 from ..reliability.test_kill_nine import MIRRORFLOW
+from .asset_events import stored_asset_events
 
 SEED = 4_077
 PARTITIONS = 4
@@ -107,6 +111,17 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
     ended = re.search(r"(\d+) task attempts? lost mid-window had copied ([\d,]+) records?", result.log)
     assert ended and int(ended.group(1)) >= 1 and int(ended.group(2).replace(",", "")) > 0, result.log[-4000:]
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, "steady", "A.steady", PARTITIONS) == sent
+    # The window's report emitted one Asset event for its topic, with what the window copied.
+    (summary,) = [
+        json.loads(body)
+        for _, _, run, kind, body in iter_run_records({"bootstrap.servers": b.bootstrap})
+        if kind == "summary" and run == result.run_id
+    ]
+    events = stored_asset_events(airflow_home, result.dag_id, result.run_id)
+    assert list(events) == [f"kafka://{b.bootstrap}/A.steady"], events
+    (event,) = events.values()
+    assert event["micro_batch"] and event["records"] == summary["totals"]["records"] > 0
+    assert event["partitions"] == PARTITIONS
     # While the window copied, the status page's row showed its figures so far (its run, records,
     # rate over the last minute, lag in seconds), not a summary's: a window writes one at its end.
     assert "the running window, 2 task(s)" in running and "so far" in running, running
