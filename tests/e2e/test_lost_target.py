@@ -98,6 +98,8 @@ def test_a_target_killed_mid_copy_fails_the_run_once_in_the_plans_sentence(
     assert len(told) >= 3, "the job, the copy task's error and the report each say it"
     assert "stopped before offset None" not in result.log
     # What the run took after the kill, Airflow's own start-up of the report task included: retried
-    # copies (30 s apart, each waiting out the limit again) took it to almost five minutes.
+    # copies (30 s apart, each waiting out the limit again) took it to almost five minutes; a copy
+    # that noticed the loss only at its throttled chunk's next flush, 55 s (batch) and 59 s (window);
+    # now 27 s and 30 s on a loaded 2-core machine (the bound is about 30 s).
     print(f"failed {ended - killed[0]:.1f}s after the kill")
-    assert ended - killed[0] < 150, f"the run failed {ended - killed[0]:.0f}s after the kill"
+    assert ended - killed[0] < 50, f"the run failed {ended - killed[0]:.0f}s after the kill"

@@ -91,6 +91,7 @@ class SourceReader:
             )
             if not batch:
                 self.watch.check()
+                target_watch.check()
                 if time.monotonic() - idle_since > job.stall_timeout_s:
                     copy, chunk = copies[min(unread)]
                     raise CopyError(
@@ -109,6 +110,11 @@ class SourceReader:
                     continue
                 self._hand(where, messages, copies, unread, producer, target_watch)
             self.throttle.take(sum(chunk.bytes for _, chunk in copies.values()) - before)
+            # The target's errors and delivery reports come only when its producer is served: a
+            # chunk read slowly (a byte-rate cap) would notice a lost target only at its flush,
+            # tens of seconds after the limit.
+            producer.poll(0)
+            target_watch.check()
         for copy, chunk in copies.values():
             if chunk.reached_end:
                 chunk.last_processed = max(chunk.last_processed, copy.end - 1)
