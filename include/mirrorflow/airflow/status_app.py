@@ -1,7 +1,8 @@
 """The replication status page, its JSON and Prometheus metrics, as a FastAPI app.
 
-The plugin in plugins/ mounts it in Airflow's api-server under /mirrorflow. Airflow tasks have
-no shared store with the api-server, so everything shown is read from Kafka (heartbeat topics
+The plugin (mirrorflow.airflow.plugin, which Airflow loads through the package's airflow.plugins
+entry point) mounts it in Airflow's api-server under /mirrorflow. Airflow tasks have no shared
+store with the api-server, so everything shown is read from Kafka (heartbeat topics
 and the run-records topic, see mirrorflow.control.mirror_status). A daemon thread reads it every
 `refresh_s` into a snapshot (mirrorflow.control.status_snapshots) and every request answers from
 that snapshot at once: a page view or a scrape never waits on a cluster, a dead one included.
