@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSET_ROWS = 100  # partitions whose last offsets one topic's event lists; `offsets_left_out` counts the rest
+# Partitions whose last offsets one topic's event lists; `last_offsets_left_out` counts the rest.
+OFFSET_ROWS = 100
 NAME_ROWS = 50  # topics or groups a per-flow event names; with their count
 VERIFIED, CUTOVER = "verified", "cutover"
 
