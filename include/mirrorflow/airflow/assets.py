@@ -240,8 +240,20 @@ def announce_cutover(
 
 def emit(alias: AssetAlias, events: Iterable[Event]) -> int:
     """Add the events to the running task's outlet `alias` (which the task must declare); Airflow
-    stores them when the task succeeds. Returns how many."""
-    outlet = get_current_context()["outlet_events"][alias]
+    stores them when the task succeeds. Returns how many. Called outside a task (a step run by a
+    test or a script), there is no task to carry them: none. A task that did not declare the
+    alias fails here: Airflow would drop its events without a word."""
+    try:
+        context = get_current_context()
+    except RuntimeError:  # no Airflow task runs this: nothing stores Asset events
+        log.debug("not in an Airflow task: no Asset event through %s", alias.name)
+        return 0
+    task = context.get("task")
+    if task is not None and alias not in (task.outlets or []):
+        raise RuntimeError(
+            f"task {task.task_id} does not declare the outlet {alias.name}: its Asset events would be lost"
+        )
+    outlet = context["outlet_events"][alias]
     count = 0
     for asset, extra in events:
         outlet.add(asset, extra=extra)
