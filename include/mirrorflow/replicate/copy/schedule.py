@@ -42,6 +42,7 @@ from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_
 from mirrorflow.replicate.copy.transaction import ForeignWriter, Interleaved, transact
 from mirrorflow.replicate.copy.writer import SlotWriter
 from mirrorflow.replicate.offset_syncs import DenseSyncEmitter
+from mirrorflow.replicate.phases import phase
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import ProgressReadError
 
@@ -92,7 +93,8 @@ class _SlotCopy:
             # lost every sync the run had committed data for (partitions left without any).
             with contextlib.suppress(Exception):
                 self.shared.sync_producer(self.watches[0])
-            self._check_live()
+            with phase("copy: check topic identities"):
+                self._check_live()
             while True:
                 pending = [c for c in self.copies if not c.done]
                 if not pending or self._stopped(pending):
@@ -100,9 +102,12 @@ class _SlotCopy:
                 if self.recheck or time.monotonic() - self.live_checked > LIVE_RECHECK_S:
                     # Each opening of the writer (a retry) and each minute of a long copy asks
                     # again: a topic deleted and created again meanwhile is never copied as the old.
-                    self._check_live()
+                    with phase("copy: check topic identities"):
+                        self._check_live()
                     continue
-                if not self._open(pending):
+                with phase("copy: open the slot's writer"):
+                    opened = self._open(pending)
+                if not opened:
                     continue
                 ready = [c for c in pending if not c.done]
                 if ready:

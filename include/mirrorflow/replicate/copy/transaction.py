@@ -34,6 +34,7 @@ from mirrorflow.replicate.copy.job import CopyError, CopyJob, Fenced
 from mirrorflow.replicate.copy.reader import SourceReader
 from mirrorflow.replicate.copy.refusal import RecordRefused
 from mirrorflow.replicate.copy.writer import SlotWriter
+from mirrorflow.replicate.phases import phase
 from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record
 
@@ -94,16 +95,21 @@ def transact(
     chunks = [(c, c.new_chunk()) for c in copies if c.pending > 0]
     if chunks:
         assert reader is not None
-        reader.fill(job, chunks, producer, watch, started + job.chunk_seconds)
-    staged = _staged(job, copies, dict((id(c), chunk) for c, chunk in chunks), producer, writer, watch)
+        with phase("copy: read the source and produce"):
+            reader.fill(job, chunks, producer, watch, started + job.chunk_seconds)
+    with phase("copy: flush and check the records"):
+        staged = _staged(job, copies, dict((id(c), chunk) for c, chunk in chunks), producer, writer, watch)
     if not staged:
         if exactly_once:
             abort(producer, watch)
         return
     commit = os.urandom(6).hex()
-    outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
-    _commit(staged, producer if exactly_once else writer.fence, writer, shared, watch, commit)
-    _after_commit(job, staged, outgoing, shared, writer, time.monotonic() - started, commit)
+    with phase("copy: progress records"):
+        outgoing = _stage_progress(job, staged, producer if exactly_once else writer.fence, shared, commit)
+    with phase("copy: commit"):
+        _commit(staged, producer if exactly_once else writer.fence, writer, shared, watch, commit)
+    with phase("copy: after the commit (offset-syncs)"):
+        _after_commit(job, staged, outgoing, shared, writer, time.monotonic() - started, commit)
 
 
 def _staged(

@@ -35,7 +35,8 @@ from confluent_kafka.admin import OffsetSpec
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
-from mirrorflow.replicate.plan import Plan, writer_slot
+from mirrorflow.replicate.phases import phase
+from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -137,11 +138,15 @@ class WindowTask:
                 first = False
                 self.batches += 1
                 if self.batches % settings.status_every == 0:
-                    status.send(self._status())
-                self._read(tail.poll())
-                self.handovers.tell()
-                reach.check(tail.probe)
-                self._sleep(tick + settings.interval_s - time.monotonic())
+                    with phase("window: status record"):
+                        status.send(self._status())
+                with phase("window: run-records tail"):
+                    self._read(tail.poll())
+                    self.handovers.tell()
+                with phase("window: target probe"):
+                    reach.check(tail.probe)
+                with phase("window: wait for the next batch"):
+                    self._sleep(tick + settings.interval_s - time.monotonic())
         except (WindowFailed, ClusterUnreachable, RunRecordNotStored) as exc:
             outcome.error = str(exc)
             outcome.stopped = "failed"
@@ -202,14 +207,15 @@ class WindowTask:
         active = [st for st in self.parts.values() if self._slot(st.key) in self.held and st.ready(now)]
         missing: set[tuple[str, int]] = set()
         try:
-            ends = list_offsets(
-                admin,
-                [st.key for st in active],
-                OffsetSpec.latest(),
-                read_committed=True,
-                timeout_s=job.unreachable_timeout_s,
-                missing=missing,
-            )
+            with phase("window: source end offsets (ListOffsets)"):
+                ends = list_offsets(
+                    admin,
+                    [st.key for st in active],
+                    OffsetSpec.latest(),
+                    read_committed=True,
+                    timeout_s=job.unreachable_timeout_s,
+                    missing=missing,
+                )
         except KafkaCallError as exc:
             raise WindowFailed(f"the end offsets of cluster {job.source} could not be read: {exc}") from exc
         for topic in sorted({t for t, _ in missing}):
@@ -219,6 +225,38 @@ class WindowTask:
                 admin.list_topics(topic, timeout=job.unreachable_timeout_s)
         listed_ms = int(time.time() * 1000)
         spans, states = [], []
+        with phase("window: spans of partitions with new records"):
+            self._spans(active, ends, listed_ms, spans, states, first=first)
+        with phase("window: copy (all slots)"):
+            results = worker.copy(spans) if spans else []
+        with phase("window: figures"):
+            fenced = set(worker.fenced_slots)
+            samples: dict[str, int] = {}
+            for span, st, result in zip(spans, states, results, strict=True):
+                sample = st.fold(
+                    span, result, fenced=self._slot(st.key) in fenced, interval_s=settings.interval_s
+                )
+                samples[span.topic] = max(samples.get(span.topic, 0), sample)
+            gone = next((r for r in results if r.unreachable), None)
+            if gone is not None:
+                raise WindowFailed(gone.error or f"cluster {gone.unreachable} is unreachable")
+            busy = {self._slot((s.topic, s.partition)) for s in spans if s.pending}
+            self._observe(samples, results)
+        return self._after_fences(worker, tail, fenced, busy)
+
+    def _spans(
+        self,
+        active: list[PartitionState],
+        ends: dict[tuple[str, int], int],
+        listed_ms: int,
+        spans: list[PartitionSpan],
+        states: list[PartitionState],
+        *,
+        first: bool,
+    ) -> None:
+        """The next span of each active partition with records to copy (a partition the source
+        no longer lists waits an interval)."""
+        settings = self.settings
         for st in active:
             end = ends.get(st.key)
             if end is None:
@@ -229,20 +267,6 @@ class WindowTask:
             if span is not None:
                 spans.append(span)
                 states.append(st)
-        results = worker.copy(spans) if spans else []
-        fenced = set(worker.fenced_slots)
-        samples: dict[str, int] = {}
-        for span, st, result in zip(spans, states, results, strict=True):
-            sample = st.fold(
-                span, result, fenced=self._slot(st.key) in fenced, interval_s=settings.interval_s
-            )
-            samples[span.topic] = max(samples.get(span.topic, 0), sample)
-        gone = next((r for r in results if r.unreachable), None)
-        if gone is not None:
-            raise WindowFailed(gone.error or f"cluster {gone.unreachable} is unreachable")
-        busy = {self._slot((s.topic, s.partition)) for s in spans if s.pending}
-        self._observe(samples, results)
-        return self._after_fences(worker, tail, fenced, busy)
 
     def _observe(self, samples: dict[str, int], results: Iterable[UnitResult]) -> None:
         now_ms = int(time.time() * 1000)
