@@ -21,14 +21,17 @@ import logging
 import sys
 from collections.abc import Iterator
 
+from mirrorflow.clients import FlowClients, unreachable_now
+from mirrorflow.config import FlowConfig
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.runner import copy_job_for
-from mirrorflow.replicate.window.driver import WindowDriver
+from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.settings import WindowSettings, clock, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.summary import window_sentences
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
 from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, lost, read_plan_or_lost, run_slices
+from mirrorflow.spark.outcome import LOST_EXIT, lost_line
 
 log = logging.getLogger("mirrorflow.spark.window")
 
@@ -108,17 +111,29 @@ def main(argv: list[str] | None = None) -> int:
     result = driver.run(launch, tasks)
     for line in window_sentences(result.report.summary(), name=f"Window {run_id} of {flow.name}"):
         log.info("%s", line)
+    return window_exit(flow, clients, result)
+
+
+def window_exit(flow: FlowConfig, clients: FlowClients, result: WindowResult) -> int:
+    """The job's exit code for a window that ended, and its last ERROR lines. A window that lost a
+    cluster says so in the plan's sentence (no retry of the task, spark/outcome.py): one whose
+    tasks found a cluster unreachable, and one that ended on any other error while a cluster does
+    not answer a short probe now (a ListOffsets that found no leader, a run record not
+    acknowledged, as the fault schedules saw windows end while a node was frozen)."""
     if not result.report.ok:
         log.error("%s", result.report.failure_message())
     gone = next((unit for unit in result.report.units if unit.get("unreachable")), None)
     if gone is not None:
-        # As a batch copy: the plan's sentence, and no retry of the task (spark/outcome.py).
         return lost(
             flow,
             clients,
             result.error or gone.get("error") or f"cluster {gone['unreachable']} is unreachable",
         )
     if result.error:
+        now = unreachable_now(flow, clients)
+        if now is not None:
+            log.error("%s", lost_line(f"{now} (the window ended on: {result.error})"))
+            return LOST_EXIT
         log.error("%s", result.error)
     return 0 if result.ok else 1
 
