@@ -338,13 +338,14 @@ def unique() -> Callable[[str], str]:
     return lambda prefix: f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-# Modules whose tests build on one another, in order, on one worker (one Airflow session for the
-# module). pytest-xdist's `xdist_group` mark does not reach its scheduler under pytest 9.2 (the mark
-# is passed as a suffix of the node id, which pytest 9.2 no longer lets a plugin change:
+# Modules whose tests build on one another, in order, on one worker (one Airflow session, or one
+# installed wheel, for the module). pytest-xdist's `xdist_group` mark does not reach its scheduler
+# under pytest 9.2 (the mark is passed as a suffix of the node id, which pytest 9.2 no longer lets
+# a plugin change:
 # pytest-dev/pytest-xdist#1386), so such a module's tests were spread over workers, each worker
 # starting the module's Airflow again and each seeing half of the day. The scheduler below keeps
 # these modules whole itself, from their paths, whatever pytest does with node ids.
-ONE_WORKER_MODULES = frozenset({"tests/e2e/test_browser.py"})
+ONE_WORKER_MODULES = frozenset({"tests/e2e/test_browser.py", "tests/e2e/test_installed_wheel.py"})
 
 
 class WholeModules(LoadGroupScheduling):

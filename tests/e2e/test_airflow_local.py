@@ -161,6 +161,7 @@ def _emit(server: AirflowServer, run_id: str) -> dict:
     )
 
 
+@pytest.mark.timeout(600)  # two starts of the launcher, each with its clusters and Airflow
 def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_asked(tmp_path) -> None:
     port = free_port()
     home = tmp_path / "airflow"

@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "requirements.txt"
 AIRFLOW_PIN = re.search(r"^apache-airflow==\S+$", CONSTRAINTS.read_text(), re.M).group(0)  # type: ignore[union-attr]
 
-pytestmark = [pytest.mark.xdist_group("installed_wheel"), pytest.mark.timeout(900)]
+# One worker runs the whole module (tests/conftest.py, ONE_WORKER_MODULES), so the install is made
+# once: spread over workers, each built its own (three installs of about 130 s in one suite run).
+pytestmark = [pytest.mark.timeout(900)]
 
 # Heartbeats once a minute in runs a minute long: one run emits once per pair and ends.
 CONFIG = """\
@@ -124,6 +126,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
             "install",
             "-q",
             "--no-input",
+            # Python compiles what it imports; compiling Airflow's whole tree up front is a third
+            # of the install's CPU and checks nothing here.
+            "--no-compile",
             str(wheel),
             AIRFLOW_PIN,
             "--constraint",
