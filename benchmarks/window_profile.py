@@ -34,6 +34,7 @@ from vs_mm2 import machine, properties
 from localkafka import QUICK_CLUSTER, LocalKafka
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
+from mirrorflow.kafka import await_topics
 from mirrorflow.replicate import phases, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.run_reading import read_run_record
@@ -87,11 +88,15 @@ class Load(threading.Thread):
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    """Create the topics and wait until the broker serves every partition (a producer that asks
+    sooner is told the topic is unknown)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for start in range(0, len(names), 200):
         batch = [NewTopic(n, partitions, 1) for n in names[start : start + 200]]
         for future in admin.create_topics(batch, request_timeout=120).values():
             future.result(180)
+    for start in range(0, len(names), 200):
+        await_topics(admin, dict.fromkeys(names[start : start + 200], partitions), timeout_s=180)
 
 
 def copied(bootstrap: str, topics: list[str], partitions: int) -> int:
