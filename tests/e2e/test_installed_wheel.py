@@ -29,6 +29,7 @@ from mirrorflow.airflow.dag_file import NAME, TEXT
 from mirrorflow.mm2.formats import Heartbeat
 
 from ..integration.kafkatools import read_all
+from .test_maintenance_dags import CONFIG  # heartbeat runs a minute long: one heartbeat per pair
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "requirements.txt"
@@ -38,17 +39,6 @@ AIRFLOW_PIN = re.search(r"^apache-airflow==\S+$", CONSTRAINTS.read_text(), re.M)
 # once: spread over workers, each built its own (three installs of about 130 s in one suite run).
 pytestmark = [pytest.mark.timeout(900)]
 
-# Heartbeats once a minute in runs a minute long: one run emits once per pair and ends.
-CONFIG = """\
-clusters = A, B
-A.bootstrap.servers = {a}
-B.bootstrap.servers = {b}
-A->B.enabled = true
-emit.heartbeats.interval.seconds = 60
-mirrorflow.heartbeats.run.seconds = 60
-replication.factor = 1
-heartbeats.topic.replication.factor = 1
-"""
 
 # What the installed package says about itself, asked with the virtualenv's own interpreter.
 PROBE = """
@@ -197,7 +187,7 @@ def test_the_dags_parse_from_the_installed_package(installed: Installed, tmp_pat
     assert written.returncode == 0, written.stderr
     assert (installed.home / "dags" / NAME).read_text() == TEXT == (ROOT / "dags" / NAME).read_text()
     config = tmp_path / "mm2.properties"
-    config.write_text(CONFIG.format(a="127.0.0.1:1", b="127.0.0.1:2"))
+    config.write_text(CONFIG.format(a="127.0.0.1:1", b="127.0.0.1:2", extra=""))
     migrated = installed.run("airflow", "db", "migrate")
     assert migrated.returncode == 0, migrated.stderr[-3000:]
     errors = installed.run(
@@ -233,7 +223,7 @@ def test_the_heartbeat_dag_runs_on_real_clusters(
 ) -> None:
     a, b = kafka_clusters(2)
     config = tmp_path / "mm2.properties"
-    config.write_text(CONFIG.format(a=a.bootstrap, b=b.bootstrap))
+    config.write_text(CONFIG.format(a=a.bootstrap, b=b.bootstrap, extra=""))
     assert installed.run("mirrorflow", "install-dags", str(installed.home / "dags")).returncode == 0
     assert installed.run("airflow", "db", "migrate").returncode == 0
     ran = installed.run(

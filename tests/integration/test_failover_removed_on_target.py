@@ -7,22 +7,13 @@ from __future__ import annotations
 
 from mirrorflow.ops.failover import failover
 
-from .kafkatools import create_topics, produce
-from .mirror_setup import mm2_config, replicate_once
-from .test_failover_helpers import commit_at
-from .test_verify_removed_on_target import numbered, remove_on_target
+from .test_verify_removed_on_target import copied_then_removed
 
 
 def test_a_group_that_would_skip_removed_copies_is_said_removed_not_exact(shared_clusters, unique) -> None:
     a, b, _ = shared_clusters
     topic, behind, past = unique("fo-rm"), unique("behind"), unique("past")
-    create_topics(a.bootstrap, (topic, 1))
-    produce(a.bootstrap, topic, numbered(200))
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nA->B.groups = {behind}|{past}\n")
-    replicate_once(config, "A", "B", unique("copy"))
-    commit_at(a.bootstrap, behind, {(topic, 0): 100})
-    commit_at(a.bootstrap, past, {(topic, 0): 160})
-    remove_on_target(b, f"A.{topic}", 150)
+    config = copied_then_removed(a, b, unique("copy"), topic, {behind: 100, past: 160}, 150)
 
     dry = failover(config, "A", "B", f"{behind}|{past}", dry_run=True)
     rows = {row.group: row for row in dry.rows}

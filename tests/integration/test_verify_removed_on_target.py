@@ -18,6 +18,7 @@ from rich.console import Console
 
 from mirrorflow.airflow.status_app import TOKEN_ENV
 from mirrorflow.commands.verify import print_summary
+from mirrorflow.config import MirrorConfig
 from mirrorflow.control.mirror_status import mirror_status
 from mirrorflow.control.status_copy import verification_health
 from mirrorflow.ops.verification import service as verify_service
@@ -47,17 +48,28 @@ def numbered(count: int, start: int = 0) -> list[dict[str, Any]]:
     return [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(start, start + count)]
 
 
+def copied_then_removed(
+    a: Any, b: Any, run_id: str, topic: str, groups: dict[str, int], removed_below: int
+) -> MirrorConfig:
+    """200 records of `topic`-0 copied A->B by a flow whose `groups` filter names `groups`, each
+    group committed on A at its offset, then the copies of source offsets below `removed_below`
+    removed on B; the flow's config."""
+    create_topics(a.bootstrap, (topic, 1))
+    produce(a.bootstrap, topic, numbered(200))
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nA->B.groups = {'|'.join(groups)}\n")
+    replicate_once(config, "A", "B", run_id)
+    for group, offset in groups.items():
+        commit_at(a.bootstrap, group, {(topic, 0): offset})
+    remove_on_target(b, f"A.{topic}", removed_below)
+    return config
+
+
 def test_copies_removed_above_a_groups_offset_make_the_verification_incomplete_naming_the_range(
     shared_clusters, unique
 ) -> None:
     a, b, _ = shared_clusters
     topic, group = unique("rm-above"), unique("shop")
-    create_topics(a.bootstrap, (topic, 1))
-    produce(a.bootstrap, topic, numbered(200))
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nA->B.groups = {group}\n")
-    replicate_once(config, "A", "B", unique("copy"))
-    commit_at(a.bootstrap, group, {(topic, 0): 100})
-    remove_on_target(b, f"A.{topic}", 150)
+    config = copied_then_removed(a, b, unique("copy"), topic, {group: 100}, 150)
 
     summary = verify_service.run_locally(config, "A", "B", run_id=unique("verify"), topics=topic)
 
@@ -111,13 +123,7 @@ def test_copies_removed_below_every_groups_offset_stay_explained_and_are_counted
 ) -> None:
     a, b, _ = shared_clusters
     topic, early, late = unique("rm-below"), unique("early"), unique("late")
-    create_topics(a.bootstrap, (topic, 1))
-    produce(a.bootstrap, topic, numbered(200))
-    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\nA->B.groups = {early}|{late}\n")
-    replicate_once(config, "A", "B", unique("copy"))
-    commit_at(a.bootstrap, early, {(topic, 0): 60})
-    commit_at(a.bootstrap, late, {(topic, 0): 190})
-    remove_on_target(b, f"A.{topic}", 60)
+    config = copied_then_removed(a, b, unique("copy"), topic, {early: 60, late: 190}, 60)
 
     summary = verify_service.run_locally(config, "A", "B", run_id=unique("verify"), topics=topic)
 
