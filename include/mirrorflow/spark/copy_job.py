@@ -37,6 +37,7 @@ from mirrorflow.replicate.run_reading import read_run_record
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.runs import RunRecordNotStored
 from mirrorflow.replicate.watch import ProgressLog, ProgressWatcher, RunProgress, log_interval_s
+from mirrorflow.spark.executor import LOG_FORMAT, log_python
 from mirrorflow.spark.outcome import LOST_EXIT, lost_line
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"
@@ -97,6 +98,7 @@ def run_slices(
     try:
 
         def run_slice(dealt: Iterator[list[Work]]) -> Iterator[Any]:
+            log_python()  # on the executor, once per task: its Python and its mirrorflow
             for one in dealt:
                 yield from work(one)
 
@@ -108,7 +110,7 @@ def run_slices(
 def configure_logging() -> None:
     """The driver's own lines at INFO, py4j's (a line per gateway connection closed) at WARN:
     spark-submit's output is the Airflow task's log."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
