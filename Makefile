@@ -7,7 +7,7 @@ PIP := $(PY) -m pip
 PYSPARK_PIN := $(shell grep -E '^pyspark==' requirements.txt)
 STAMP := $(VENV)/.installed
 
-.PHONY: setup java kafka chromium spark-cds demo airflow test chaos bench lint docs docs-serve dist clean
+.PHONY: setup java kafka chromium spark-cds demo airflow test chaos bench lint docs docs-serve dist executor-env clean
 
 setup: $(STAMP) java kafka chromium
 
@@ -83,6 +83,15 @@ dist: $(STAMP)
 	rm -rf $(DIST)
 	$(PY) -m build --no-isolation --outdir $(DIST) .
 	@ls -l $(DIST)
+
+# The Python environment a Spark cluster's executors run the jobs in, packed for `spark.archives`
+# (docs/operations/scaling-out.md): the wheel `dist` makes, with --no-deps, and only what executors
+# import, pinned by requirements.txt, in a new virtualenv packed by venv-pack. EXECUTOR_PYTHON is
+# the interpreter it is made with, at the path the executors have it (default: the venv's Python).
+EXECUTOR_ENV ?= $(DIST)/mirrorflow-executor-env.tar.gz
+executor-env: dist
+	$(PY) scripts/build_executor_env.py $(DIST)/mirrorflow-*.whl --output $(EXECUTOR_ENV)$(if \
+		$(EXECUTOR_PYTHON), --python $(EXECUTOR_PYTHON))
 
 clean:
 	rm -rf $(VENV) build *.egg-info include/*.egg-info .pytest_cache kafka/libs kafka/lines kafka/tools kafka/cds
