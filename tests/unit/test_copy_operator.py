@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 
@@ -160,3 +161,64 @@ def test_a_stop_asked_while_spark_submit_runs_kills_it(tmp_path, monkeypatch) ->
     with pytest.raises(AirflowException, match="-9"):
         op.execute({})
     stopper.join()
+
+
+SHIPPED = {
+    "spark.archives": "/opt/mirrorflow-executor-env.tar.gz#environment",
+    "spark.pyspark.python": "./environment/bin/python",
+}
+
+
+def test_the_spark_connection_conf_ships_the_executors_python_and_the_driver_keeps_the_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    extra = {"deploy-mode": "client", "conf": {**SHIPPED, "spark.speculation": "true"}}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": "spark://master", "port": 7077, "extra": extra}),
+    )
+    _, conf = _operator("spark_cluster").submit_settings(CREDENTIALS)
+    assert {key: conf[key] for key in SHIPPED} == SHIPPED
+    assert conf["spark.pyspark.driver.python"] == sys.executable
+    assert conf["spark.speculation"] == "false"  # mirrorflow's own setting wins
+    hook = SparkSubmitHook(conn_id="spark_cluster", conf=conf)
+    command = hook._build_spark_submit_command("app.py")
+    assert f"spark.archives={SHIPPED['spark.archives']}" in command
+
+    # A driver Python named in the connection, or in PYSPARK_DRIVER_PYTHON, is kept.
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/opt/airflow/bin/python")
+    assert _operator("spark_cluster").submit_settings(None)[1]["spark.pyspark.driver.python"] == (
+        "/opt/airflow/bin/python"
+    )
+    extra["conf"]["spark.pyspark.driver.python"] = "/usr/bin/python3.11"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": "spark://master", "port": 7077, "extra": extra}),
+    )
+    assert _operator("spark_cluster").submit_settings(None)[1]["spark.pyspark.driver.python"] == (
+        "/usr/bin/python3.11"
+    )
+
+
+def test_a_driver_in_the_cluster_runs_the_shipped_python_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"deploy-mode": "cluster", "conf": SHIPPED}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn", "extra": extra})
+    )
+    _, conf = _operator("spark_yarn").submit_settings(None)
+    assert {key: conf[key] for key in SHIPPED} == SHIPPED
+    assert "spark.pyspark.driver.python" not in conf
+
+
+def test_a_spark_connection_conf_that_is_not_properties_is_refused_with_the_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_BAD",
+        json.dumps({"conn_type": "spark", "host": "local[2]", "extra": {"conf": ["spark.archives=x"]}}),
+    )
+    with pytest.raises(AirflowException, match=r"the extra's conf must be an object of Spark properties"):
+        _operator("spark_bad").submit_settings(None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from mirrorflow.spark.copy_job import CONNECTION_EXTRAS_ENV
 # one of a verify task, a second read of both clusters.
 SPARK_CONF = {"spark.speculation": "false"}
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+EXECUTOR_PYTHON = "spark.pyspark.python"
+DRIVER_PYTHON = "spark.pyspark.driver.python"
 # Spark logs at INFO by default: ~80 lines of SparkContext, BlockManager and DAGScheduler per run
 # in the task log, around the job's own lines. This file keeps WARN and ERROR (and spark-submit's
 # submission lines, which SparkSubmitHook reads in cluster modes).
@@ -178,13 +181,14 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
 
     def submit_settings(self, connection_extras: str | None) -> tuple[dict[str, str], dict[str, Any]]:
         """The environment and Spark conf spark-submit gets: the rendered ones, plus the Python
-        Spark's workers run, the Airflow-connection credentials (JSON, environment only) and, for a
-        driver on this machine, its WARN-level logging. Refuses a remote driver while credentials
-        exist (its environment would travel as Spark conf)."""
-        remote, where = driver_placement(self.spark_conn_id, self.deploy_mode)
-        if connection_extras is not None and remote:
+        Spark's workers run, the Airflow-connection credentials (JSON, environment only), the Spark
+        connection's `conf` (a shipped environment: spark.archives, spark.pyspark.python) and, for
+        a driver on this machine, this task's Python and WARN-level logging. Refuses a remote
+        driver while credentials exist (its environment would travel as Spark conf)."""
+        spark = read_spark_connection(self.spark_conn_id, self.deploy_mode)
+        if connection_extras is not None and spark.remote:
             raise CredentialsWouldLeak(
-                f"spark connection {self.spark_conn_id!r} runs the driver remotely ({where}), where "
+                f"spark connection {self.spark_conn_id!r} runs the driver remotely ({spark.where}), where "
                 "credentials from Airflow connections could only travel as Spark conf. Use client deploy "
                 "mode, or give the clusters their credentials with config providers (${env:...}, "
                 "${file:...}) resolvable on the cluster."
@@ -192,8 +196,11 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         env = {**(self.env_vars or {}), "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
         if connection_extras is not None:
             env[CONNECTION_EXTRAS_ENV] = connection_extras
-        conf = dict(self.conf or {})
-        return env, conf if remote else driver_logging_conf(conf)
+        # The connection's conf first: the operator's own (spark.speculation=false) wins.
+        conf = {**spark.conf, **(self.conf or {})}
+        if spark.driver_here:
+            conf = driver_python_conf(conf)
+        return env, conf if spark.remote else driver_logging_conf(conf)
 
     # OpenLineage (apache-airflow-providers-openlineage calls these when it is configured): the
     # topics this run reads and writes, from the rendered arguments' plan (mirrorflow.airflow.lineage).
@@ -227,21 +234,63 @@ class MirrorflowSparkOperator(SparkSubmitOperator):
         return extras
 
 
-def driver_placement(conn_id: str, deploy_mode: str | None) -> tuple[bool, str]:
-    """(whether spark-submit runs the driver away from this machine, where), read from the Spark
-    connection as SparkSubmitHook reads it: YARN or Kubernetes masters, or cluster deploy mode
-    (the operator's, else the connection's `deploy-mode` extra). A connection that cannot be read
-    is YARN to the hook, so remote here too."""
+@dataclass(frozen=True)
+class SparkConnection:
+    """What mirrorflow reads from the Spark connection, as SparkSubmitHook reads it."""
+
+    remote: bool
+    """spark-submit's environment would travel as Spark conf: YARN or Kubernetes masters, or
+    cluster deploy mode."""
+    where: str
+    driver_here: bool
+    """The driver is a process of this task (client or local deploy mode)."""
+    conf: dict[str, Any]
+    """The extra's `conf`: Spark properties for every job run through the connection."""
+
+
+def read_spark_connection(conn_id: str, deploy_mode: str | None) -> SparkConnection:
+    """The Spark connection's placement of the driver (the operator's deploy mode, else the
+    extra's `deploy-mode`) and its `conf`. A connection that cannot be read is YARN to the hook,
+    so remote here too."""
     from airflow.sdk import BaseHook
 
     try:
         connection = BaseHook.get_connection(conn_id)
     except Exception:  # noqa: BLE001 - the hook then defaults to YARN: treated as remote, never as local
-        return True, f"connection {conn_id!r} not found: SparkSubmitHook defaults to YARN"
+        return SparkConnection(
+            True, f"connection {conn_id!r} not found: SparkSubmitHook defaults to YARN", False, {}
+        )
     master = f"{connection.conn_type or ''}://{connection.host or ''}".lower()
-    mode = deploy_mode or connection.extra_dejson.get("deploy-mode") or "client"
-    remote = "yarn" in master or "k8s" in master or mode == "cluster"
-    return remote, f"{connection.host or connection.conn_type}, deploy mode {mode}"
+    extra = connection.extra_dejson
+    mode = deploy_mode or extra.get("deploy-mode") or "client"
+    conf = extra.get("conf") or {}
+    if not isinstance(conf, dict) or not all(
+        isinstance(value, str | int | float | bool) for value in conf.values()
+    ):
+        raise AirflowException(
+            f"spark connection {conn_id!r}: the extra's conf must be an object of Spark properties "
+            f'with plain values, such as {{"spark.pyspark.python": "./environment/bin/python"}}; '
+            f"it is {json.dumps(conf)}"
+        )
+    return SparkConnection(
+        remote="yarn" in master or "k8s" in master or mode == "cluster",
+        where=f"{connection.host or connection.conn_type}, deploy mode {mode}",
+        driver_here=mode != "cluster",
+        conf=conf,
+    )
+
+
+def driver_python_conf(conf: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """`conf` with the driver on this machine running this task's interpreter (or
+    PYSPARK_DRIVER_PYTHON) when it names the executors' Python (spark.pyspark.python, here or in
+    spark-defaults.conf) and not the driver's: Spark starts the driver with the executors' Python
+    otherwise, and a shipped environment's ./environment/bin/python exists only on executors."""
+    if DRIVER_PYTHON in conf or spark_defaults_value(DRIVER_PYTHON, environ) is not None:
+        return conf
+    if conf.get(EXECUTOR_PYTHON) is None and spark_defaults_value(EXECUTOR_PYTHON, environ) is None:
+        return conf
+    env = os.environ if environ is None else environ
+    return {**conf, DRIVER_PYTHON: env.get("PYSPARK_DRIVER_PYTHON") or sys.executable}
 
 
 class MirrorflowCopyOperator(MirrorflowSparkOperator):
