@@ -35,16 +35,15 @@ class SparkStandalone:
         with urllib.request.urlopen(f"{self.master_ui}/json", timeout=5) as response:
             return json.load(response)
 
-    def connection(self) -> str:
-        """The `spark_default` Airflow connection that points spark-submit at this master."""
+    def connection(self, conf: dict[str, str] | None = None) -> str:
+        """The `spark_default` Airflow connection that points spark-submit at this master, with
+        Spark properties for its jobs in the extra's `conf` when given."""
         host, port = self.master_url.removeprefix("spark://").split(":")
+        extra: dict[str, object] = {"deploy-mode": "client"}
+        if conf:
+            extra["conf"] = conf
         return json.dumps(
-            {
-                "conn_type": "spark",
-                "host": f"spark://{host}",
-                "port": int(port),
-                "extra": {"deploy-mode": "client"},
-            }
+            {"conn_type": "spark", "host": f"spark://{host}", "port": int(port), "extra": extra}
         )
 
     def stop(self) -> None:

@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from mirrorflow.airflow.dag_file import NAME, TEXT
 from mirrorflow.mm2.formats import Heartbeat
 
 from ..integration.kafkatools import read_all
+from .builds import Built, timed
 from .test_maintenance_dags import CONFIG  # heartbeat runs a minute long: one heartbeat per pair
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,27 +86,11 @@ class Installed:
         )
 
 
-# Nothing of the checkout's Python may reach the install: with the checkout on PYTHONPATH pip
-# takes mirrorflow for installed already. pip's own settings (PIP_*, proxies) stay.
-OUTSIDE_PYTHON = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV"}
-
-
-def timed(seconds: dict[str, float], step: str, cmd: list[str], **kwargs) -> None:
-    env = {key: value for key, value in os.environ.items() if key not in OUTSIDE_PYTHON}
-    started = time.monotonic()
-    subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, **kwargs)
-    seconds[step] = round(time.monotonic() - started, 1)
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def installed(mirrorflow_wheel: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     work = tmp_path_factory.mktemp("installed-wheel")
-    seconds: dict[str, float] = {}
-    dist, venv, home = work / "dist", work / "venv", work / "home"
-    timed(
-        seconds, "build", [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)]
-    )
-    (wheel,) = dist.glob("mirrorflow-*.whl")
+    wheel, seconds = mirrorflow_wheel.wheel, dict(mirrorflow_wheel.seconds)
+    venv, home = work / "venv", work / "home"
     timed(seconds, "venv", [sys.executable, "-m", "venv", str(venv)])
     timed(
         seconds,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -73,11 +74,22 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     )
 
 
-def test_replicate_dag_copies_on_a_spark_standalone_cluster(
-    airflow_home, kafka_clusters, spark_standalone
+PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
+# mirrorflow.spark.executor's line: one per Spark task, in its executor's stderr.
+EXECUTOR_PYTHON_LINE = re.compile(
+    r"INFO mirrorflow\.spark\.executor: Spark task \d+ of stage \d+ \(attempt \d+\) runs Python \S+ "
+    r"at (\S+) with mirrorflow (\S+) from (\S+)$",
+    re.M,
+)
+
+
+def test_replicate_dag_copies_on_a_spark_standalone_cluster_with_the_python_the_job_ships(
+    airflow_home, kafka_clusters, spark_standalone, mirrorflow_wheel, executor_env
 ) -> None:
-    """Scaling out as docs/operations/scaling-out.md describes it: the same DAG, `spark_default` pointing at a
-    standalone master, the copy's tasks run by executors of a separate worker process."""
+    """Scaling out as docs/operations/scaling-out.md describes it: the same DAG, `spark_default`
+    pointing at a standalone master, the copy's tasks run by executors of a separate worker
+    process, in the packed environment (`make executor-env`) the connection's conf ships with the
+    job, not in the virtualenv the worker was started from."""
     primary, backup = kafka_clusters(2)
     create_topics(primary.bootstrap, ("orders", 4))
     produce(
@@ -87,14 +99,34 @@ def test_replicate_dag_copies_on_a_spark_standalone_cluster(
     )
     spark = spark_standalone
     before = {app["id"] for app in spark.status()["completedapps"]}
-    env = {**_env(primary, backup), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection()}
+    shipped = {
+        "spark.archives": f"{executor_env}#environment",
+        "spark.pyspark.python": "./environment/bin/python",
+    }
+    env = {**_env(primary, backup), "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection(shipped)}
     result = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=env)
     assert result.succeeded, result.log[-4000:]
     assert f"--master {spark.master_url}" in result.log
+    # The driver stays in the Airflow task's Python: ./environment exists only on executors.
+    driver_python = re.search(r"spark\.pyspark\.driver\.python=(\S+)", result.log)
+    assert driver_python and Path(driver_python.group(1)).is_absolute(), result.log[-4000:]
     apps = [app for app in spark.status()["completedapps"] if app["id"] not in before]
     assert [app["name"].split(" manual__")[0] for app in apps] == ["mirrorflow primary->backup"], apps
     executors = [path for app in apps for path in spark.work_dir.glob(f"{app['id']}/*/stderr")]
     assert executors, "no executor ran on the standalone worker"
+    tasks = int(
+        re.search(r"run \S+ of primary->backup: \d+ partitions over (\d+) tasks", result.log).group(1)
+    )
+    seen = []
+    for stderr in executors:
+        environment = stderr.parent / "environment"  # where the executor unpacked the archive
+        for python, version, package in EXECUTOR_PYTHON_LINE.findall(stderr.read_text(errors="replace")):
+            assert python == str(environment / "bin" / "python"), python
+            assert package == str(environment / "lib" / PYTHON / "site-packages" / "mirrorflow"), package
+            assert version == mirrorflow_wheel.wheel.name.split("-")[1]
+            seen.append(python)
+    assert len(seen) == tasks, (seen, tasks)
+    assert not any(str(ROOT) in python for python in seen)
     for partition in range(4):
         source = read_all(primary.bootstrap, "orders", partition)
         assert [r.content() for r in read_all(backup.bootstrap, "primary.orders", partition)] == [
