@@ -46,10 +46,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from _clusters import two_clusters
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from localkafka import QUICK_CLUSTER, LocalKafka, kafka_version
+from localkafka import LocalKafka, kafka_version
 from localkafka.mirrormaker import SINGLE_BROKER_WORKER, MirrorMaker
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
@@ -274,6 +275,23 @@ def properties(path: Path, source: LocalKafka, target: LocalKafka, src: str, dst
     return path
 
 
+def mm2_properties(
+    path: Path, source: LocalKafka, target: LocalKafka, src: str, dst: str, extra: str, exactly_once: bool
+) -> Path:
+    """MM2's properties for flow src->dst: `properties`, and with `exactly_once` what KIP-618
+    asks of a dedicated MM2 (exactly-once source support on the target, a read_committed source
+    consumer, the internal REST server its task fencing needs, on a free port)."""
+    if exactly_once:
+        extra += (
+            f"{dst}.exactly.once.source.support = enabled\n"
+            f"{src}->{dst}.exactly.once.support = required\n"
+            f"{src}.consumer.isolation.level = read_committed\n"
+            "dedicated.mode.enable.internal.rest = true\n"
+            f"listeners = http://127.0.0.1:{free_port()}\n"
+        )
+    return properties(path, source, target, src, dst, extra)
+
+
 def mm2_runner(exactly_once: bool, settings: str = "") -> Callable[..., Measure]:
     """`settings`: more properties lines, with {src} and {dst} standing for the run's aliases."""
 
@@ -282,16 +300,9 @@ def mm2_runner(exactly_once: bool, settings: str = "") -> Callable[..., Measure]
         extra = f"{src}->{dst}.topics = {topic}\ntasks.max = {ctx.args.tasks}\n" + settings.format(
             src=src, dst=dst
         )
-        if exactly_once:
-            port = free_port()
-            extra += (
-                f"{dst}.exactly.once.source.support = enabled\n"
-                f"{src}->{dst}.exactly.once.support = required\n"
-                f"{src}.consumer.isolation.level = read_committed\n"
-                "dedicated.mode.enable.internal.rest = true\n"
-                f"listeners = http://127.0.0.1:{port}\n"
-            )
-        path = properties(ctx.tmp / f"{src}.properties", ctx.source, ctx.target, src, dst, extra)
+        path = mm2_properties(
+            ctx.tmp / f"{src}.properties", ctx.source, ctx.target, src, dst, extra, exactly_once
+        )
         mm2 = MirrorMaker(path, ctx.tmp / f"mm2-{src}", clusters=(dst,))
         return watch(
             lambda: mm2.start().process,  # type: ignore[return-value]
@@ -570,28 +581,23 @@ def main() -> int:
     )
     rows: list[Row] = []
     failover_rows: list[list[str]] = []
-    with tempfile.TemporaryDirectory(prefix="mirrorflow-vs-mm2-") as tmp:
-        source = LocalKafka(Path(tmp) / "source", overrides=QUICK_CLUSTER, heap=args.heap).launch()
-        target = LocalKafka(Path(tmp) / "target", overrides=QUICK_CLUSTER, heap=args.heap).launch()
-        try:
-            source.start()
-            target.start()
-            ctx = Context(args, source, target, Path(tmp))
-            for size in sizes:
-                topic = f"bench-{size}"
-                fill(source.bootstrap, topic, args.records, size, args.partitions)
-                for name in chosen:
-                    row = Row(name, size, args.records)
-                    for repetition in range(args.repeat):
-                        sys.stderr.write(f"{name}, {size} B, run {repetition + 1}\n")
-                        measure = REPLICATORS[name](ctx, topic, size, args.records)
-                        row.measures.append(measure)
-                        sys.stderr.write(f"  {measure}\n")
-                    rows.append(row)
-            failover_part(ctx, failover_rows)
-        finally:
-            source.stop()
-            target.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="mirrorflow-vs-mm2-") as tmp,
+        two_clusters(Path(tmp), heap=args.heap) as (source, target),
+    ):
+        ctx = Context(args, source, target, Path(tmp))
+        for size in sizes:
+            topic = f"bench-{size}"
+            fill(source.bootstrap, topic, args.records, size, args.partitions)
+            for name in chosen:
+                row = Row(name, size, args.records)
+                for repetition in range(args.repeat):
+                    sys.stderr.write(f"{name}, {size} B, run {repetition + 1}\n")
+                    measure = REPLICATORS[name](ctx, topic, size, args.records)
+                    row.measures.append(measure)
+                    sys.stderr.write(f"  {measure}\n")
+                rows.append(row)
+        failover_part(ctx, failover_rows)
     header = (
         f"{'replicator':<33} {'size':>5} {'first rec s':>11} {'steady rec/s':>12} {'MB/s':>7} "
         f"{'caught up s':>11} {'CPU s/M rec':>11} {'steady CPU s/M':>14} {'target MB':>9}"

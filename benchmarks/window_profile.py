@@ -27,14 +27,13 @@ import time
 import uuid
 from pathlib import Path
 
+from _clusters import create_topics, two_clusters
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from vs_mm2 import machine, properties
 
-from localkafka import QUICK_CLUSTER, LocalKafka
+from localkafka import LocalKafka
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
-from mirrorflow.kafka import await_topics
 from mirrorflow.replicate import phases, runner, service
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.run_reading import read_run_record
@@ -85,18 +84,6 @@ class Load(threading.Thread):
             self.producer.poll(0)
             time.sleep(0.005)
         self.producer.flush(30)
-
-
-def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
-    """Create the topics and wait until the broker serves every partition (a producer that asks
-    sooner is told the topic is unknown)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for start in range(0, len(names), 200):
-        batch = [NewTopic(n, partitions, 1) for n in names[start : start + 200]]
-        for future in admin.create_topics(batch, request_timeout=120).values():
-            future.result(180)
-    for start in range(0, len(names), 200):
-        await_topics(admin, dict.fromkeys(names[start : start + 200], partitions), timeout_s=180)
 
 
 def copied(bootstrap: str, topics: list[str], partitions: int) -> int:
@@ -202,20 +189,12 @@ def main() -> int:
     args = parse_args()
     print(" ".join([".venv/bin/python benchmarks/window_profile.py", *sys.argv[1:]]))
     print(machine())
-    with tempfile.TemporaryDirectory(prefix="mirrorflow-profile-") as tmp_dir:
-        tmp = Path(tmp_dir)
-        source = LocalKafka(tmp / "source", overrides=QUICK_CLUSTER)
-        target = LocalKafka(tmp / "target", overrides=QUICK_CLUSTER)
-        try:
-            source.launch()
-            target.launch()
-            source.start()
-            target.start()
-            for size in (int(s) for s in args.sizes.split(",")):
-                profile(args, tmp, source, target, size)
-        finally:
-            source.stop()
-            target.stop()
+    with (
+        tempfile.TemporaryDirectory(prefix="mirrorflow-profile-") as tmp_dir,
+        two_clusters(Path(tmp_dir)) as (source, target),
+    ):
+        for size in (int(s) for s in args.sizes.split(",")):
+            profile(args, Path(tmp_dir), source, target, size)
     return 0
 
 
