@@ -134,7 +134,7 @@ def _copy_grants(flow: FlowConfig) -> list[Grant]:
             transactional_id_prefix(flow.source, flow.target),
             PREFIXED,
             WRITE,
-            "one transactional id per writer slot, 256 per flow, in both delivery modes",
+            "one transactional id per writer slot: 256 per flow, tasks.max for a micro-batch flow, in both delivery modes",
         ),
     ]
     for topic, what in ((flow.offset_storage_topic, "progress"), (RUNS_TOPIC, "run records")):

@@ -20,12 +20,35 @@ whichever run, task or attempt it belongs to, uses the same id, so each new writ
 older ones (zombies, a concurrent run) as a per-partition id would, while one producer copies
 all the partitions of a slot that a worker holds, one after another. Fixed, not derived from
 tasks.max: changing it moves partitions to other ids, which must then be fenced as well (see
-copy.writer.SlotWriter); progress records say which scheme wrote them."""
+copy.writer.SlotWriter); progress records say which scheme wrote them. A micro-batch flow uses
+`tasks.max` slots instead (see flow_writer_slots)."""
+
+
+def flow_writer_slots(micro_batch: bool, tasks_max: int) -> int:
+    """The writer slots of a flow: COPY_SLOTS for a batch flow; tasks.max for a micro-batch flow.
+
+    A window's task commits one transaction per slot it holds and batch (every 250 ms): with
+    COPY_SLOTS that is up to 256 transactions a batch, each with its AddPartitionsToTxn, EndTxn and
+    markers, and the commits were most of a batch's time at 1,000 partitions. With a slot per task,
+    a task commits one transaction a batch (a few where its partitions hold more than
+    range.max.records), as an MM2 task commits one per poll. Every copy of the flow (its windows,
+    and a migration run of it in batch mode) uses the flow's count, so any two current writers of
+    a partition share its id and fence each other; a change of mode or of tasks.max moves the
+    partitions to other ids, which the first writer under the new count fences (the progress
+    records say which count wrote them)."""
+    return max(1, tasks_max) if micro_batch else COPY_SLOTS
 
 
 def writer_slot(topic: str, partition: int, slots: int = COPY_SLOTS) -> int:
-    """The writer slot of a source partition (stable across processes and versions: CRC-32)."""
-    return zlib.crc32(b"%s\0%d" % (topic.encode(), partition)) % slots
+    """The writer slot of a source partition (stable across processes and versions: CRC-32).
+
+    Of COPY_SLOTS, a hash of (topic, partition). Of a micro-batch flow's few slots (one per task),
+    a topic's partitions go round the slots from one its name picks, so every task holds an even
+    share of each topic with at least as many partitions as there are tasks: hashed, the 4
+    partitions of a topic went all to one of 2 tasks, and the other held nothing."""
+    if slots == COPY_SLOTS:
+        return zlib.crc32(b"%s\0%d" % (topic.encode(), partition)) % slots
+    return (zlib.crc32(topic.encode()) + partition) % slots
 
 
 SLICE_UNIT_COST = 1000
@@ -69,6 +92,9 @@ class PartitionSpan:
     progress_incarnation: str = ""
     restarted: str = ""
     progress_slots: int = 0
+    """The writer slot count its progress was written under (0: by a writer with an id per
+    partition, whose id is fenced); with no progress, the plan's own count (nothing older to
+    fence), or 0 while progress of such a writer is in the flow (planner.py)."""
     open_at: int = -1
     """Where a transaction was open in the remote partition when the plan was made, for a span
     with nothing else to do (-1: none): its writer checks it (a crash can leave one open for
@@ -106,6 +132,8 @@ class Plan:
     tasks_max: int
     spans: tuple[PartitionSpan, ...] = field(default_factory=tuple)
     created_topics: tuple[str, ...] = ()
+    slots: int = COPY_SLOTS
+    """The flow's writer slots (flow_writer_slots): how its partitions map to transactional ids."""
 
     @property
     def flow(self) -> str:
@@ -121,12 +149,12 @@ class Plan:
 
     def slices(self) -> list[list[PartitionSpan]]:
         """Units over min(tasks.max, writer slots) workers, each slot's units to one worker (its
-        units share a transactional.id, see COPY_SLOTS): the slot with the most work goes
+        units share a transactional.id, see COPY_SLOTS and `slots`): the slot with the most work goes
         to the worker with the least so far (a partition counts as SLICE_UNIT_COST offsets on
         top of its pending ones); within a worker, units in (topic, partition) order."""
         slots: dict[int, list[PartitionSpan]] = {}
         for unit in self.units():
-            slots.setdefault(writer_slot(unit.topic, unit.partition), []).append(unit)
+            slots.setdefault(writer_slot(unit.topic, unit.partition, self.slots), []).append(unit)
         workers = max(1, min(self.tasks_max, len(slots)))
         dealt: list[list[PartitionSpan]] = [[] for _ in range(workers)]
         loads = [0] * workers

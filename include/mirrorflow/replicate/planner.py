@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.kafka import TIMEOUT_S, ClusterWatch, KafkaCallError, admin_client, reader, topic_ids
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.filters import TopicFilter
@@ -24,7 +25,7 @@ from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s
 from mirrorflow.replicate.copy.recovery.landed import landed_check
 from mirrorflow.replicate.copy.recovery.progress_sweep import end_hanging_progress
-from mirrorflow.replicate.plan import PartitionSpan, Plan
+from mirrorflow.replicate.plan import PartitionSpan, Plan, flow_writer_slots
 from mirrorflow.replicate.progress import (
     ProgressBlocked,
     Stored,
@@ -176,6 +177,12 @@ def make_plan(
         target_admin, [(ready[t], p) for t, p in restarts], OffsetSpec.latest(), read_committed=False
     )
 
+    slots = flow_writer_slots(flow.replicate_mode == MICRO_BATCH, flow.tasks_max)
+    # A partition with no progress has no older writer to fence, unless a mirrorflow from before
+    # writer slots copies this flow (its progress names no slot count): then its id per partition
+    # may be writing one that has none yet. Fencing it for every new partition cost a window of
+    # 1,000 new partitions 1,000 InitProducerId requests (31 s) before its first batch.
+    unfenced = 0 if any(stored.slots == 0 for stored in progress.values()) else slots
     spans = []
     for topic, partition in parts:
         low, end = earliest[(topic, partition)], ends[(topic, partition)]
@@ -205,7 +212,7 @@ def make_plan(
                 incarnation=incarnation(source_ids.get(topic, ""), remote_ids.get(remote, ""), floor),
                 progress_incarnation="" if stored is None else stored.incarnation,
                 restarted=restarted,
-                progress_slots=0 if stored is None else stored.slots,
+                progress_slots=unfenced if stored is None else stored.slots,
             )
         )
     spans = open_remote(target_admin, spans)
@@ -221,6 +228,7 @@ def make_plan(
         tasks_max=flow.tasks_max,
         spans=tuple(spans),
         created_topics=tuple(topics.created),
+        slots=slots,
     )
     return PlanOutcome(plan, topics, tuple(internal))
 

@@ -16,10 +16,12 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
+from mirrorflow.config.replicate_mode import MICRO_BATCH
 from mirrorflow.kafka import admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy import CopyJob, UnitResult, copy_slice
+from mirrorflow.replicate.copy.job import GROUP_PARTITIONS, WINDOW_GROUP_PARTITIONS
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.progress import read_progress
 from mirrorflow.replicate.report import RunReport
@@ -53,6 +55,9 @@ def copy_job_for(
         max_bytes_per_second=flow.replicate_max_bytes_per_second,
         workers=workers or max(1, len(plan.slices())),
         remote_topics={span.topic: span.remote_topic for span in plan.spans},
+        slots=plan.slots,
+        older_slots=tuple(sorted({s.progress_slots for s in plan.spans} - {plan.slots, 0})),
+        group_partitions=WINDOW_GROUP_PARTITIONS if flow.replicate_mode == MICRO_BATCH else GROUP_PARTITIONS,
     )
 
 

@@ -33,8 +33,15 @@ from mirrorflow.replicate.copy.ids import (
     transactional_id,
     transactional_id_prefix,
 )
-from mirrorflow.replicate.copy.job import CopyError, CopyJob, StalePlan, UnitResult, merge_ranges
-from mirrorflow.replicate.copy.schedule import GROUP_PARTITIONS, SMALL_SPAN, copy_units
+from mirrorflow.replicate.copy.job import (
+    GROUP_PARTITIONS,
+    CopyError,
+    CopyJob,
+    StalePlan,
+    UnitResult,
+    merge_ranges,
+)
+from mirrorflow.replicate.copy.schedule import SMALL_SPAN, copy_units
 
 
 def copy_unit(job: CopyJob, span, shared: SharedClients | None = None) -> UnitResult:

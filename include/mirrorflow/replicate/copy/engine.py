@@ -44,7 +44,7 @@ class CopyWorker:
         results: list[UnitResult | None] = [None] * len(spans)
         slots: dict[int, list[int]] = {}
         for index, span in enumerate(spans):
-            slots.setdefault(writer_slot(span.topic, span.partition), []).append(index)
+            slots.setdefault(writer_slot(span.topic, span.partition, self.job.slots), []).append(index)
         groups = [sorted(indexes, key=lambda i: spans[i].pending > SMALL_SPAN) for indexes in slots.values()]
         groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
         self.shared.unreachable = None

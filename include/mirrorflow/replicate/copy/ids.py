@@ -25,10 +25,14 @@ def partition_transactional_id(source: str, target: str, topic: str, partition: 
     return f"{transactional_id_prefix(source, target)}{topic}-{partition}"
 
 
-def older_ids(source: str, target: str, topic: str, partition: int, slots: int) -> list[str]:
-    """Ids other than today's slot id that may have written a partition whose progress names
-    `slots` writer slots (0: none named, so a writer with a transactional.id per partition)."""
-    if slots == COPY_SLOTS:
+def older_ids(
+    source: str, target: str, topic: str, partition: int, slots: int, current: int = COPY_SLOTS
+) -> list[str]:
+    """Ids other than the slot id under `current` writer slots (the flow's, plan.flow_writer_slots)
+    that may have written a partition whose progress names `slots` writer slots (0: none named, so
+    a writer with a transactional.id per partition; another count: the flow's before its mode or
+    tasks.max changed)."""
+    if slots == current:
         return []
     if slots:
         return [transactional_id(source, target, topic, partition, slots)]

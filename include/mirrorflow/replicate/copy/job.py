@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorflow.replicate.plan import PartitionSpan
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
 
@@ -26,6 +26,14 @@ def settle_timeout_s(target_producer: Mapping[str, Any]) -> float:
     one left for hanging: the flow's transaction.timeout.ms (every writer of the flow writes
     progress with the flow's target producer settings) and SETTLE_MARGIN_S."""
     return transaction_timeout_s(target_producer) + SETTLE_MARGIN_S
+
+
+GROUP_PARTITIONS = 32
+"""How many small partitions of a slot share a transaction in a batch flow (schedule.py)."""
+WINDOW_GROUP_PARTITIONS = 4096
+"""The same for a micro-batch flow: its task holds one slot, and a batch of all the partitions
+with new records commits as one transaction, bounded by range.max.records offsets, as an MM2 task
+commits once per poll."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,15 @@ class CopyJob:
     workers: int = 1
     """How many workers share the cap (a run's tasks): each holds its reads to an equal share."""
     remote_topics: Mapping[str, str] = field(default_factory=dict, repr=False)
+    group_partitions: int = GROUP_PARTITIONS
+    """How many small partitions of a slot share a transaction (schedule.py)."""
+    older_slots: tuple[int, ...] = ()
+    """Other slot counts the flow's progress named when the plan was made (a change of tasks.max
+    or of mode): their ids are fenced for every partition before it is written, progress or not,
+    and progress naming a count neither here nor `slots` is a newer writer's (copy/writer.py)."""
+    slots: int = COPY_SLOTS
+    """The flow's writer slots (plan.flow_writer_slots): a partition's transactional.id is its
+    slot's of this many; what its progress records say they were written under."""
     """Source topic -> remote topic for every topic of the plan: what a writer's landed check
     (copy/recovery/landed.py) reads when its settle meets a hanging progress record of any of them."""
 

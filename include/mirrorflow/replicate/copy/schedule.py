@@ -2,7 +2,8 @@
 failure costs, and when the slot stops.
 
 Partitions with little to copy (at most SMALL_SPAN offsets, and at most a transaction's worth)
-share transactions, up to GROUP_PARTITIONS of them and max_records offsets in all: a busy
+share transactions, up to the job's group_partitions of them (GROUP_PARTITIONS in a batch flow,
+WINDOW_GROUP_PARTITIONS in a micro-batch flow) and max_records offsets in all: a busy
 partition then costs a share of a transaction instead of one of its own (AddPartitionsToTxn,
 EndTxn, the markers, and the wait for the coordinator to finish the last one). A larger partition
 takes transactions of its own, chunk after chunk.
@@ -49,7 +50,6 @@ from mirrorflow.replicate.progress import ProgressReadError
 SMALL_SPAN = 10_000
 """Spans with more pending offsets than this are "large": their copy is limited by the CPU, so a
 worker copies one at a time (see SharedClients.large), beside any number of small ones."""
-GROUP_PARTITIONS = 32
 LIVE_RECHECK_S = 60.0
 """How long a slot's copy goes on before it asks again whether its topics are the plan's."""
 
@@ -59,7 +59,7 @@ log = logging.getLogger("mirrorflow.replicate.copy")
 def copy_units(job: CopyJob, spans: Sequence[PartitionSpan], shared: SharedClients) -> list[UnitResult]:
     """Copy spans of one writer slot with the worker's writer of that slot; results in `spans`
     order; never raises (each partition's error is in its result)."""
-    slots = {writer_slot(s.topic, s.partition) for s in spans}
+    slots = {writer_slot(s.topic, s.partition, job.slots) for s in spans}
     if len(slots) > 1:
         raise ValueError(f"copy_units takes the spans of one writer slot, got slots {sorted(slots)}")
     if not spans:
@@ -237,7 +237,7 @@ class _SlotCopy:
             return [first]
         batch: list[PartitionCopy] = []
         offsets = 0
-        for copy in ready[:GROUP_PARTITIONS]:
+        for copy in ready[: self.job.group_partitions]:
             if not self._groupable(copy) or (batch and offsets + copy.pending > self.job.max_records):
                 break
             batch.append(copy)

@@ -35,7 +35,6 @@ from mirrorflow.replicate.copy.reader import SourceReader
 from mirrorflow.replicate.copy.refusal import RecordRefused
 from mirrorflow.replicate.copy.writer import SlotWriter
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import ProgressReadError, Stored, progress_record
 
 log = logging.getLogger("mirrorflow.replicate.copy")
@@ -202,7 +201,7 @@ def _stage_progress(
             item.last,
             shared.progress_partitions or 0,
             span.incarnation,
-            COPY_SLOTS,
+            job.slots,
             commit,
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
@@ -293,7 +292,7 @@ def _after_commit(
         copy.position = item.last + 1
         copy.moves = False
         writer.committed[(span.topic, span.partition)] = Stored(
-            item.last, span.incarnation, COPY_SLOTS, commit
+            item.last, span.incarnation, job.slots, commit
         )
         result.progress = item.last
         result.copy_seconds = round(result.copy_seconds + seconds, 3)

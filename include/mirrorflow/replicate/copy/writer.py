@@ -71,7 +71,7 @@ Where = tuple[str, int]
 class SlotWriter:
     def __init__(self, job: CopyJob, slot: int, shared: SharedClients) -> None:
         self.job, self.slot, self.shared = job, slot, shared
-        self.transactional_id = slot_transactional_id(job.source, job.target, slot)
+        self.transactional_id = slot_transactional_id(job.source, job.target, slot, job.slots)
         self.producer: Producer | None = None
         self.fence: Producer | None = None
         self.watch: ClusterWatch | None = None
@@ -192,26 +192,51 @@ class SlotWriter:
         fresh = [c for c in copies if (c.span.topic, c.span.partition) not in self._settled]
         if fresh:
             # Older writers the plan saw first (their open transactions would hold the settle),
-            # then those the settled progress names.
-            self._fence_older([(c, c.span.progress_slots) for c in fresh], watch)
+            # with the ids of every slot count the flow's progress named before this plan (a
+            # writer of the last window before a tasks.max change may hold a partition that has
+            # no progress yet); then those the settled progress names.
+            planned = [(c, c.span.progress_slots) for c in fresh]
+            planned += [(c, slots) for c in fresh for slots in self.job.older_slots]
+            self._fence_older(planned, watch)
             keys = [(c.span.topic, c.span.partition) for c in fresh]
             self._settle(keys, watch)
             seen = [(c, self._slots_of(c)) for c in fresh]
+            self._refuse_newer(seen)
             if self._fence_older(seen, watch):
                 self._settle(keys, watch)
             self._settled.update(keys)
         return self.producer
 
     def _slots_of(self, copy: PartitionCopy) -> int:
+        """The slot count the settled progress of `copy` names; with none, the plan's (whose
+        older writers, if any, were fenced already)."""
         stored = self.shared.progress.get(copy.span.topic, copy.span.partition)
-        return 0 if stored is None else stored.slots
+        return copy.span.progress_slots if stored is None else stored.slots
+
+    def _refuse_newer(self, seen: Iterable[tuple[PartitionCopy, int]]) -> None:
+        """Progress written under a slot count this job does not know as older (its own, one its
+        plan saw, or none) is a newer writer's of the flow: a window planned after a change of
+        tasks.max or of mode. Its id is not fenced, which would take the flow back from it: the
+        slot is taken (Fenced), as a fencing by a newer writer of the same id would."""
+        known = {self.job.slots, 0, *self.job.older_slots}
+        for copy, slots in seen:
+            if slots not in known and slots != copy.span.progress_slots:
+                span = copy.span
+                where = f"{span.topic}-{span.partition}"
+                self.take_over(where)
+                raise Fenced(
+                    f"{where}: its progress was written by a writer of {slots} writer slots, newer than "
+                    f"this copy (of {self.job.slots})"
+                )
 
     def _fence_older(self, copies: Iterable[tuple[PartitionCopy, int]], watch: ClusterWatch) -> bool:
         """Fence the older ids that may still write these partitions; whether any was new."""
         job = self.job
         ids: set[str] = set()
         for copy, slots in copies:
-            ids.update(older_ids(job.source, job.target, copy.span.topic, copy.span.partition, slots))
+            ids.update(
+                older_ids(job.source, job.target, copy.span.topic, copy.span.partition, slots, job.slots)
+            )
         ids -= self._older_fenced
         for transactional in sorted(ids):
             self._fenced_producer(transactional, watch)  # fenced once initialised; nothing to send
@@ -222,7 +247,9 @@ class SlotWriter:
     def fence_older_now(self, copy: PartitionCopy, watch: ClusterWatch) -> None:
         """Fence the older ids of a partition again: another writer was seen writing it."""
         job = self.job
-        for transactional in older_ids(job.source, job.target, copy.span.topic, copy.span.partition, 0):
+        for transactional in older_ids(
+            job.source, job.target, copy.span.topic, copy.span.partition, 0, job.slots
+        ):
             self._fenced_producer(transactional, watch)
             stats.add("older_writers_fenced")
 

@@ -51,11 +51,14 @@ def write_takeover(
     plan_offset: int,
     attempt: str,
     slots: Collection[int],
+    writer_slots: int,
     timeout_s: float,
 ) -> int:
-    """Store the takeover of `slots` and return its offset; it is acknowledged before the task
-    fences anything, so a fenced older window always finds it."""
-    body = json.dumps({"plan_offset": plan_offset, "attempt": attempt, "slots": sorted(slots)})
+    """Store the takeover of `slots` (of `writer_slots`, the flow's count) and return its offset;
+    it is acknowledged before the task fences anything, so a fenced older window always finds it."""
+    body = json.dumps(
+        {"plan_offset": plan_offset, "attempt": attempt, "slots": sorted(slots), "writer_slots": writer_slots}
+    )
     return write_run_record(producer_config, flow, run_id, TAKEOVER, body, timeout_s=timeout_s)
 
 

@@ -39,7 +39,7 @@ def slot_list(slots: Iterable[int]) -> str:
 
 class HandoverLog:
     def __init__(self, job: CopyJob, assignment: Assignment) -> None:
-        self.source, self.target = job.source, job.target
+        self.source, self.target, self.slots = job.source, job.target, job.slots
         self.flow, self.index, self.run_id = assignment.flow, assignment.index, assignment.run_id
         self.watched: set[int] = set()
         self.handed: list[int] = []
@@ -50,7 +50,7 @@ class HandoverLog:
         """The run id of the window that announced it takes slots over."""
 
     def _ids(self, slots: Iterable[int]) -> list[str]:
-        return [slot_transactional_id(self.source, self.target, slot) for slot in slots]
+        return [slot_transactional_id(self.source, self.target, slot, self.slots) for slot in slots]
 
     def watch(self, slots: Iterable[int]) -> None:
         """Hold librdkafka's fencing lines of these slots' writers until the task decides."""

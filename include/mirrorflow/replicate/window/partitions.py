@@ -38,11 +38,14 @@ class PartitionState:
         "failures",
         "retry_at",
         "stale",
+        "slots",
         "_lost_counted",
     )
 
-    def __init__(self, base: PartitionSpan) -> None:
+    def __init__(self, base: PartitionSpan, slots: int = COPY_SLOTS) -> None:
         self.base = base
+        self.slots = slots
+        """The flow's writer slots: what the window's commits wrote its progress under."""
         self.committed: int | None = None
         """Progress committed for base.incarnation since the window started (None: the plan's)."""
         self.total: UnitResult | None = None
@@ -112,7 +115,7 @@ class PartitionState:
             progress=self.committed,
             incarnation=base.incarnation,
             progress_incarnation=base.incarnation,
-            progress_slots=COPY_SLOTS,
+            progress_slots=self.slots,
         )
         return span if always or span.pending else None
 

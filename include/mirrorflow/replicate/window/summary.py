@@ -47,7 +47,7 @@ def lag_sentence(window: Mapping[str, Any]) -> str:
 
 def ended_sentence(window: Mapping[str, Any]) -> str:
     """How the window's tasks ended, in one sentence ("2 tasks handed their writer slots over to
-    the next window (256 slots).")."""
+    the next window (2 slots).")."""
     stopped: Mapping[str, int] = window.get("stopped") or {}
     if not stopped:
         return "No task reported how it ended."

@@ -36,7 +36,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -86,7 +86,7 @@ class WindowTask:
     ) -> None:
         self.job, self.settings, self.assignment = job, settings, assignment
         self.stop = stop or (lambda: False)
-        self.parts = {(s.topic, s.partition): PartitionState(s) for s in assignment.spans}
+        self.parts = {(s.topic, s.partition): PartitionState(s, job.slots) for s in assignment.spans}
         self.held = set(assignment.slots)
         self.leaving: set[int] = set()
         """Slots a newer window announced: let go once fenced or idle."""
@@ -122,6 +122,7 @@ class WindowTask:
                     plan_offset=self.assignment.plan_offset,
                     attempt=outcome.attempt,
                     slots=self.held,
+                    writer_slots=self.assignment.writer_slots,
                     timeout_s=job.unreachable_timeout_s,
                 )
             worker = CopyWorker(job)
@@ -328,6 +329,16 @@ class WindowTask:
         )
         if not newer:
             return
+        if body.get("writer_slots", COPY_SLOTS) != self.assignment.writer_slots:
+            # A newer window under another slot count (tasks.max changed): its slots are other
+            # partitions than this task's, and its tasks together take the whole flow. This task
+            # lets every slot go now, after the batch in flight: copying on until fenced slot by
+            # slot, a writer opened again would fence the newer window's ids in turn.
+            if self.held:
+                self.handovers.successor = record.run_id
+            for slot in sorted(self.held):
+                self._release(slot)
+            return
         taken = set(body["slots"]) & self.held
         if taken:
             self.handovers.successor = record.run_id
@@ -345,7 +356,7 @@ class WindowTask:
                 continue
             st = self.parts.get(key)
             if st is None:
-                self.parts[key] = PartitionState(span)
+                self.parts[key] = PartitionState(span, self.job.slots)
                 self.outcome.joined += 1
                 # A partition added to a topic the worker copies already: its clients read the
                 # topic's metadata once and would not know the new partition for minutes.
@@ -376,9 +387,8 @@ class WindowTask:
         )
         return outcome
 
-    @staticmethod
-    def _slot(key: tuple[str, int]) -> int:
-        return writer_slot(*key)
+    def _slot(self, key: tuple[str, int]) -> int:
+        return writer_slot(*key, self.assignment.writer_slots)
 
 
 def run_task(

@@ -33,9 +33,9 @@ from enum import Enum
 from confluent_kafka import KafkaException, Message
 
 from mirrorflow.kafka import KafkaCallError, read_partition
-from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey
+from mirrorflow.mm2.connect_offsets import ConnectOffsetFormatError, SourceOffsetKey, decode_offset_entry
 from mirrorflow.policy.provenance import HEADER_PREFIX, ProvenanceError, read_provenance
-from mirrorflow.replicate.plan import writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, writer_slot
 from mirrorflow.replicate.progress import Stored
 
 Where = tuple[str, int]
@@ -161,10 +161,13 @@ def first_record_at(
         return None
 
 
-def progress_slot(message: Message, source: str) -> tuple[int, Where | None] | None:
-    """The writer slot whose transaction wrote a record of a progress partition, and the source
-    partition whose progress it is (None for a sweep record, keyed by the slot); None when the
-    record is not this flow's."""
+def progress_slot(message: Message, source: str) -> tuple[tuple[int, int], Where | None] | None:
+    """The writer slot whose transaction wrote a record of a progress partition, as (slot, slot
+    count), and the source partition whose progress it is (None for a sweep record, keyed by the
+    slot); None when the record is not this flow's. A record says the count its writer used (a
+    batch flow's 256, a micro-batch flow's tasks.max, see plan.flow_writer_slots); a sweep record
+    says it in its key; a record that names none (an older writer's) is taken for COPY_SLOTS',
+    and the sweep also tries the id a writer per partition had (progress_sweep.py)."""
     try:
         key = SourceOffsetKey.decode(message.key())
     except ConnectOffsetFormatError:
@@ -172,8 +175,25 @@ def progress_slot(message: Message, source: str) -> tuple[int, Where | None] | N
     if key.cluster != source:
         return None
     if key.connector == SWEEP_CONNECTOR:
-        return key.partition, None
-    return writer_slot(key.topic, key.partition), (key.topic, key.partition)
+        return (key.partition, sweep_slots(key.topic)), None
+    try:
+        slots = decode_offset_entry(message.value()).slots if message.value() else 0
+    except ConnectOffsetFormatError:
+        return None
+    slots = slots or COPY_SLOTS
+    return (writer_slot(key.topic, key.partition, slots), slots), (key.topic, key.partition)
+
+
+def sweep_key_topic(slots: int) -> str:
+    """The topic field of a sweep record's key: the slot count of the id that swept."""
+    return SWEEP_HEADER if slots == COPY_SLOTS else f"{SWEEP_HEADER}.of-{slots}"
+
+
+def sweep_slots(topic: str) -> int:
+    prefix = f"{SWEEP_HEADER}.of-"
+    if topic.startswith(prefix) and topic[len(prefix) :].isdigit():
+        return int(topic[len(prefix) :])
+    return COPY_SLOTS
 
 
 @dataclass
@@ -186,6 +206,8 @@ class HeldProgress:
     """The source partition its first record is the progress of (None: a sweep record)."""
     records: dict[Where, Message]
     """Each source partition's last progress record of that slot in the open range."""
+    slots: int = COPY_SLOTS
+    """The slot count of that id."""
 
 
 def held_progress(
@@ -213,11 +235,16 @@ def held_progress(
                 if held is None:
                     if found is None or message.offset() != offset:
                         return None
-                    held = HeldProgress(found[0], found[1], {})
+                    held = HeldProgress(found[0][0], found[1], {}, found[0][1])
                 # Kafka before transactions v2 ends a producer id's transaction in a partition
                 # with that id's next marker, so the slot's records behind the first belong to
                 # the same open transaction; other slots' are their own writers' (settled).
-                if found is not None and found[1] is not None and found[0] == held.slot and message.value():
+                if (
+                    found is not None
+                    and found[1] is not None
+                    and found[0] == (held.slot, held.slots)
+                    and message.value()
+                ):
                     held.records[found[1]] = message
     except (KafkaException, KafkaCallError):
         return None

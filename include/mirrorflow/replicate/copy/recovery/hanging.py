@@ -45,7 +45,8 @@ from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.replicate.copy.calls import abort, flush_all
 from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.job import CopyError
-from mirrorflow.replicate.copy.recovery.decision import SWEEP_CONNECTOR, SWEEP_HEADER
+from mirrorflow.replicate.copy.recovery.decision import SWEEP_CONNECTOR, SWEEP_HEADER, sweep_key_topic
+from mirrorflow.replicate.plan import COPY_SLOTS
 
 SWEEP_KEY = b"mirrorflow.sweep"
 CLOSE_WAIT_S = 10.0
@@ -119,12 +120,15 @@ def data_sweep_records(stuck: Iterable[Where]) -> dict[Where, tuple[bytes, bytes
 
 
 def progress_sweep_records(
-    source: str, slot: int, stuck: Iterable[Where]
+    source: str, slot: int, stuck: Iterable[Where], slots: int = COPY_SLOTS
 ) -> dict[Where, tuple[bytes, bytes | None]]:
     """Sweep records for progress partitions: keyed as a Connect offset of a connector nobody
     runs, with no value, so that no reader of the offsets topic (mirrorflow's, MM2's, Connect's)
-    takes one for progress even when it reads uncommitted records."""
-    key = SourceOffsetKey(cluster=source, topic="mirrorflow.sweep", partition=slot, connector=SWEEP_CONNECTOR)
+    takes one for progress even when it reads uncommitted records. The key names the slot and its
+    count (decision.sweep_key_topic): a sweep left open names the id that can end it."""
+    key = SourceOffsetKey(
+        cluster=source, topic=sweep_key_topic(slots), partition=slot, connector=SWEEP_CONNECTOR
+    )
     return {where: (key.key_bytes(), None) for where in stuck}
 
 

@@ -190,8 +190,8 @@ def _end_one(
             ", ".join(f"{t}-{p}" for t, p in untold),
         )
         return False
-    slot = held.slot
-    candidates = [slot_transactional_id(source, target, slot)]
+    slot, slots = held.slot, held.slots
+    candidates = [slot_transactional_id(source, target, slot, slots)]
     if held.first is not None:
         candidates += older_ids(source, target, held.first[0], held.first[1], 0)
     for transactional in candidates:
@@ -204,7 +204,7 @@ def _end_one(
                 offset,
                 restore,
                 source,
-                slot,
+                (slot, slots),
                 target_producer,
                 watch,
                 ends,
@@ -247,7 +247,7 @@ def _sweep_with(
     offset: int,
     restore: list[tuple[bytes | None, bytes | None]],
     source: str,
-    slot: int,
+    slot: tuple[int, int],
     target_producer: Mapping[str, Any],
     watch: ClusterWatch,
     ends: tuple[Any, Any],
@@ -263,7 +263,7 @@ def _sweep_with(
     else:
         producer = own
     try:
-        hanging.sweep(producer, hanging.progress_sweep_records(source, slot, [where]), watch)
+        hanging.sweep(producer, hanging.progress_sweep_records(source, slot[0], [where], slot[1]), watch)
         ended = not hanging.await_closed(ends, {where: offset})
         if ended and restore:
             _write_again(producer, where, restore, watch)

@@ -23,7 +23,6 @@ from mirrorflow.replicate.copy.calls import flush_all, retrying
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.counters import stats
 from mirrorflow.replicate.copy.recovery import decision, hanging
-from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import Stored, progress_record
 
 if TYPE_CHECKING:
@@ -153,7 +152,7 @@ def _rewind(
             open_data.rewind_to,
             writer.shared.progress_partitions or 0,
             incarnation,
-            COPY_SLOTS,
+            job.slots,
             commit,
         )
         producer.produce(job.progress_topic, key=key, value=value, partition=partition)
@@ -163,7 +162,7 @@ def _rewind(
         span, stored = copy.span, before[id(copy)]
         incarnation = span.incarnation if stored is None else stored.incarnation
         writer.committed[(span.topic, span.partition)] = Stored(
-            open_data.rewind_to, incarnation, COPY_SLOTS, commit
+            open_data.rewind_to, incarnation, job.slots, commit
         )
         writer.rewound[(span.topic, span.partition)] = open_data.first_source_offset
         log.warning(
