@@ -65,7 +65,12 @@ def test_a_micro_batch_window_runs_on_the_standalone_cluster_and_hands_over(
             )
             time.sleep(1)
         time.sleep(6)  # a few status lines' worth of batches on Spark
+        # Each task sends its status every few seconds from its first batch on; on a loaded
+        # machine the second task's first status may come later than the first's.
         running = _page_row(config)
+        while "the running window, 2 task(s)" not in running and time.monotonic() < deadline:
+            time.sleep(1)
+            running = _page_row(config)
         (app,) = spark.status()["activeapps"]
         killed = _kill_executor(app["id"])
         copied = _copied(b)

@@ -123,11 +123,12 @@ def test_a_fencing_by_anything_but_a_newer_window_stays_a_warning_with_its_error
         _wait_for(
             lambda: len(read_topic(b.bootstrap, f"A.{topic}", 1)[0]) > 0, "the window copies", timeout_s=60
         )
-        # Another writer of the slot, as a second copy of the flow would open it.
+        # Another writer of the slot, as a second copy of the flow would open it (a micro-batch
+        # flow of tasks.max 1 has one writer slot).
         other = Producer(
             {
                 "bootstrap.servers": b.bootstrap,
-                "transactional.id": slot_transactional_id("A", "B", writer_slot(topic, 0)),
+                "transactional.id": slot_transactional_id("A", "B", writer_slot(topic, 0, 1), 1),
             }
         )
         other.init_transactions(30)

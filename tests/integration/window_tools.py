@@ -8,6 +8,7 @@ import dataclasses
 import random
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Producer
@@ -27,12 +28,23 @@ from .kafkatools import read_topic
 
 
 class SteadyProducer(threading.Thread):
-    """Writes `rate` records a second round-robin over a topic's partitions until stopped; keys
-    count up, value sizes come from a seeded RNG. `stop()` flushes and says how many it wrote."""
+    """Writes `rate` records a second round-robin over a topic's partitions (or those of `only`)
+    until stopped; keys count up, value sizes come from a seeded RNG. `stop()` flushes and says
+    how many it wrote."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, *, rate: float, seed: int) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        rate: float,
+        seed: int,
+        only: Sequence[int] | None = None,
+    ) -> None:
         super().__init__(name=f"steady-producer-{topic}", daemon=True)
-        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.topic, self.rate = topic, rate
+        self.written = list(only) if only is not None else list(range(partitions))
         self.random = random.Random(seed)
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         self.sent = 0
@@ -48,7 +60,7 @@ class SteadyProducer(threading.Thread):
                     self.topic,
                     key=b"%d" % self.sent,
                     value=self.random.randbytes(self.random.randint(10, 400)),
-                    partition=self.sent % self.partitions,
+                    partition=self.written[self.sent % len(self.written)],
                     on_delivery=lambda err, _m: err is not None and self.failed.append(err),
                 )
                 self.sent += 1

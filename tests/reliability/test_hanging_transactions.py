@@ -22,7 +22,7 @@ from mirrorflow.replicate import copy
 from mirrorflow.replicate.copy import copy_unit, transactional_id
 from mirrorflow.replicate.copy.ids import slot_transactional_id
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
-from mirrorflow.replicate.progress import read_progress
+from mirrorflow.replicate.progress import read_progress, read_progress_entries
 
 from ..conftest import Cluster
 from ..integration.kafkatools import create_topics, kafka_transactions, produce, read_all
@@ -135,6 +135,37 @@ def test_a_hanging_transaction_of_another_slot_in_a_progress_partition_is_ended_
     assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
     progress = read_progress({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
     assert progress == {("orders", 0): TOTAL - 1}, "the dead progress record stayed invisible"
+
+
+def test_a_hanging_progress_transaction_of_a_micro_batch_flows_writer_is_ended_by_its_slot(pair) -> None:
+    """A micro-batch flow's writers have the flow's tasks.max slots (here 2): the dead progress
+    record says so, and the sweep ends its transaction with that slot's id, which the 256 slots'
+    id of the partition never could (the settle then waited for good)."""
+    src, dst = pair
+    other = next(p for p in range(1000) if writer_slot("elsewhere", p, 2) != writer_slot("orders", 0, 2))
+    home = SourceOffsetKey("A", "orders", 0).offsets_partition(25)
+    key = SourceOffsetKey("A", "elsewhere", other).key_bytes()
+    forge_hanging_transaction(
+        dst.bootstrap,
+        slot_transactional_id("A", "B", writer_slot("elsewhere", other, 2), 2),
+        PROGRESS,
+        home,
+        [(key, encode_offset_value(7, "", 2, "dead0c0ffee0"))],
+        now_ms(),
+    )
+    job = make_job(
+        src,
+        dst,
+        target_producer={"bootstrap.servers": dst.bootstrap, "transaction.timeout.ms": 10000},
+        slots=2,
+    )
+
+    result = copy_unit(job, PartitionSpan("orders", 0, "A.orders", 0, TOTAL))
+
+    assert result.ok, result.error
+    assert [r.value for r in read_all(dst.bootstrap, "A.orders")] == [b"v%d" % i for i in range(TOTAL)]
+    entries = read_progress_entries({"bootstrap.servers": dst.bootstrap}, PROGRESS, "A", timeout_s=10)
+    assert {k: (v.offset, v.slots) for k, v in entries.items()} == {("orders", 0): (TOTAL - 1, 2)}
 
 
 def test_a_transaction_no_id_of_the_flow_can_end_stops_the_partition_with_kafkas_command(pair) -> None:

@@ -1,0 +1,163 @@
+"""A micro-batch flow's writer slots (plan.flow_writer_slots): one per task, so a window's task
+commits one transaction a batch however many partitions it holds; a change of tasks.max between
+windows, or a flow that ran in batch mode before, moves partitions to other transactional ids,
+and the first writer under the new count fences the old ones before it writes."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey, decode_offset_entry
+from mirrorflow.replicate.copy.ids import transactional_id
+from mirrorflow.replicate.plan import COPY_SLOTS
+
+from .kafkatools import create_topics, read_topic
+from .mirror_setup import mm2_config, replicate_once
+from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly
+
+SEED = 8_117
+MICRO_BATCH = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
+PROGRESS_PARTITIONS = 25  # MM2's offset.storage.partitions
+
+
+def _progress(bootstrap: str, topic_prefix: str, progress_topic: str) -> list[tuple[str, int, int, str]]:
+    """(topic, partition, slots, commit token) of every committed progress record of the topics
+    starting with `topic_prefix`."""
+    found = []
+    for records in read_topic(bootstrap, progress_topic, PROGRESS_PARTITIONS).values():
+        for record in records:
+            try:
+                key = SourceOffsetKey.decode(record.key)
+            except Exception:  # noqa: BLE001 - other connectors' keys
+                continue
+            if not key.topic.startswith(topic_prefix) or record.value is None:
+                continue
+            entry = decode_offset_entry(record.value)
+            found.append((key.topic, key.partition, entry.slots, entry.commit))
+    return found
+
+
+def _wait_for(check, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
+        time.sleep(0.2)
+
+
+def test_a_windows_task_commits_one_transaction_a_batch_over_many_partitions(shared_clusters, unique) -> None:
+    """40 partitions in 4 topics, two tasks: each batch of a task is one transaction holding the
+    progress of every partition it copied (with 256 slots it was one per slot with records,
+    about 40 a batch)."""
+    a, b = shared_clusters[:2]
+    prefix = unique("mb-slots")
+    topics = [f"{prefix}-{i}" for i in range(4)]
+    create_topics(a.bootstrap, *((t, 10) for t in topics))
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {prefix}-.*\ntasks.max = 2\n" + MICRO_BATCH)
+    producers = [SteadyProducer(a.bootstrap, t, 10, rate=200, seed=SEED + i) for i, t in enumerate(topics)]
+    for producer in producers:
+        producer.start()
+    window = WindowRun(config, unique("window"), length_s=6, handover=False)
+    window.start()
+    time.sleep(4)
+    sent = [p.stop() for p in producers]
+    result = window.result()
+
+    assert result.ok, (result.error, result.report.failure_message())
+    for topic, count in zip(topics, sent, strict=True):
+        assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 10) == count
+    progress = _progress(b.bootstrap, prefix, config.flow("A", "B").offset_storage_topic)
+    assert {slots for _, _, slots, _ in progress} == {2}, "progress names the flow's two writer slots"
+    per_transaction = Counter(commit for *_, commit in progress)
+    batches = result.report.window["batches"]
+    assert len(per_transaction) <= batches, (len(per_transaction), batches)
+    assert max(per_transaction.values()) >= 10, per_transaction.most_common(3)
+
+
+def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(shared_clusters, unique) -> None:
+    """tasks.max 2, then 3: the second window's slots are other transactional ids. It announces
+    that it takes the whole flow, fences the first window's ids for each partition (their
+    progress says 2 slots) before it writes, and the first window lets go without taking
+    anything back."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-reslot")
+    create_topics(a.bootstrap, (topic, 6))
+    flows = f"A->B.topics = {topic}\n" + MICRO_BATCH
+    producer = SteadyProducer(a.bootstrap, topic, 6, rate=300, seed=SEED)
+    producer.start()
+    first = WindowRun(
+        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+        unique("first"),
+        length_s=6,
+        handover=True,
+        handover_s=120,
+    )
+    first.start()
+    _wait_for(
+        lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 6).values())) > 0,
+        "the first window copies",
+    )
+    second = WindowRun(
+        mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"), unique("second"), length_s=10, handover=False
+    )
+    second.start()
+    _wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
+    time.sleep(2)
+    sent = producer.stop()
+    before, after = first.result(), second.result()
+
+    assert before.ok and after.ok, (before.error, after.error)
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 6) == sent
+    assert before.report.window["stopped"] == {"handed over": first.count}, before.report.window
+    assert before.report.window["retakes"] == after.report.window["retakes"] == 0
+    assert before.report.totals()["records"] + after.report.totals()["records"] == sent
+    progress = _progress(b.bootstrap, topic, second.flow.offset_storage_topic)
+    latest = {(t, p): slots for t, p, slots, _ in progress}
+    assert set(latest.values()) == {3}, latest
+
+
+def test_a_window_after_batch_runs_fences_the_batch_writers_before_it_writes(shared_clusters, unique) -> None:
+    """A flow copied in batch mode (256 writer slots) turned micro-batch: a writer of the batch
+    scheme still holds a transaction open in the remote partition (a zombie). The window fences
+    that id before it writes: the zombie's records are aborted, its commit fails, and the copy
+    is exact."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-frombatch")
+    create_topics(a.bootstrap, (topic, 1))
+    producer = Producer({"bootstrap.servers": a.bootstrap})
+    for i in range(50):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    batch = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\ntasks.max = 2\n")
+    replicate_once(batch, "A", "B", unique("batch"))
+    (stored,) = _progress(b.bootstrap, topic, batch.flow("A", "B").offset_storage_topic)
+    assert stored[2] == COPY_SLOTS
+
+    zombie = Producer(
+        {"bootstrap.servers": b.bootstrap, "transactional.id": transactional_id("A", "B", topic, 0)}
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(f"A.{topic}", key=b"zombie", value=b"never committed", partition=0)
+    assert zombie.flush(30) == 0
+    for i in range(50, 80):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+
+    micro = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\ntasks.max = 2\n" + MICRO_BATCH)
+    window = WindowRun(micro, unique("window"), length_s=4, handover=False)
+    window.start()
+    result = window.result()
+
+    assert result.ok, (result.error, result.report.failure_message())
+    with pytest.raises(KafkaException):
+        zombie.commit_transaction(30)
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 1) == 80
+    latest = {
+        (t, p): slots
+        for t, p, slots, _ in _progress(b.bootstrap, topic, micro.flow("A", "B").offset_storage_topic)
+    }
+    assert latest == {(topic, 0): 2}
