@@ -42,6 +42,7 @@ from mirrorflow.replicate.window.share import assignments
 from mirrorflow.replicate.window.task import run_task
 
 WINDOW_PHASE = "window: copy (all slots)"
+FIRST_PHASES = 6  # of the first batch, the largest
 
 
 def parse_args() -> argparse.Namespace:
@@ -139,8 +140,9 @@ def profile(args: argparse.Namespace, tmp: Path, source: LocalKafka, target: Loc
     stop = threading.Event()
     outcome: list = []
     task = threading.Thread(target=lambda: outcome.append(run_task(job, settings, assignment, stop.is_set)))
+    at_start = phases.snapshot()
     task.start()
-    begun, base = time.monotonic(), phases.snapshot().get(WINDOW_PHASE, phases.PhaseTotals()).calls
+    begun, base = time.monotonic(), at_start.get(WINDOW_PHASE, phases.PhaseTotals()).calls
     while phases.snapshot().get(WINDOW_PHASE, phases.PhaseTotals()).calls == base:
         if not task.is_alive() or time.monotonic() - begun > 900:
             raise SystemExit(
@@ -148,6 +150,7 @@ def profile(args: argparse.Namespace, tmp: Path, source: LocalKafka, target: Loc
             )
         time.sleep(0.2)
     first_s = time.monotonic() - begun
+    first = phases.since(at_start)
     time.sleep(args.warmup)
     before, cpu_before, copied_before = (
         phases.snapshot(),
@@ -181,6 +184,12 @@ def profile(args: argparse.Namespace, tmp: Path, source: LocalKafka, target: Loc
                 f"  {name:<48} {total.calls / batches:>9.1f} {total.wall_s / batches * 1000:>10.1f} "
                 f"{total.cpu_s / batches * 1000:>10.1f}"
             )
+    # The window's start: where its first batch's time went (the writer's opening: fencing the
+    # ids older writers used, settling progress, checking the remote partitions).
+    print(f"  first batch: {'phase':<41} {'wall ms':>10} {'CPU ms':>10}")
+    for name, total in sorted(first.items(), key=lambda item: -item[1].wall_s)[:FIRST_PHASES]:
+        if total.calls:
+            print(f"  {'':<13}{name:<41} {total.wall_s * 1000:>10.1f} {total.cpu_s * 1000:>10.1f}")
     if outcome and outcome[0].error:
         print(f"  the window task ended with an error: {outcome[0].error}")
 
