@@ -222,3 +222,19 @@ def test_a_spark_connection_conf_that_is_not_properties_is_refused_with_the_fix(
     )
     with pytest.raises(AirflowException, match=r"the extra's conf must be an object of Spark properties"):
         _operator("spark_bad").submit_settings(None)
+
+
+def test_a_refused_spark_connection_conf_names_its_keys_and_never_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A conf's values may be credentials (an object store's secret key): the refusal names the
+    properties at fault, not what they hold."""
+    conf = {"spark.hadoop.fs.s3a.secret.key": {"value": "s3cr3t-value"}, "spark.archives": "env.tar.gz"}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_SECRET",
+        json.dumps({"conn_type": "spark", "host": "local[2]", "extra": {"conf": conf}}),
+    )
+    with pytest.raises(AirflowException) as refused:
+        _operator("spark_secret").submit_settings(None)
+    assert "spark.hadoop.fs.s3a.secret.key" in str(refused.value)
+    assert "s3cr3t-value" not in str(refused.value) and "env.tar.gz" not in str(refused.value)

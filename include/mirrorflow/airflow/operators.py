@@ -248,6 +248,14 @@ class SparkConnection:
     """The extra's `conf`: Spark properties for every job run through the connection."""
 
 
+def _conf_problem(conf: object) -> str:
+    """What is wrong with a connection's conf, by key and type only: its values may be secrets."""
+    if not isinstance(conf, dict):
+        return f"it is a JSON {type(conf).__name__}"
+    bad = sorted(str(key) for key, value in conf.items() if not isinstance(value, str | int | float | bool))
+    return "these properties have values that are not strings, numbers or booleans: " + ", ".join(bad)
+
+
 def read_spark_connection(conn_id: str, deploy_mode: str | None) -> SparkConnection:
     """The Spark connection's placement of the driver (the operator's deploy mode, else the
     extra's `deploy-mode`) and its `conf`. A connection that cannot be read is YARN to the hook,
@@ -270,7 +278,7 @@ def read_spark_connection(conn_id: str, deploy_mode: str | None) -> SparkConnect
         raise AirflowException(
             f"spark connection {conn_id!r}: the extra's conf must be an object of Spark properties "
             f'with plain values, such as {{"spark.pyspark.python": "./environment/bin/python"}}; '
-            f"it is {json.dumps(conf)}"
+            + _conf_problem(conf)
         )
     return SparkConnection(
         remote="yarn" in master or "k8s" in master or mode == "cluster",
