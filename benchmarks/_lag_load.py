@@ -10,14 +10,18 @@ stays within a few bytes a record.
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 import time
 import uuid
 from array import array
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from localkafka import LocalKafka
 
 
 @dataclass(frozen=True)
@@ -182,3 +186,16 @@ class LagReader(threading.Thread):
                     if self.covered == len(self.seen):
                         self.covered_at = time.monotonic()
         self.consumer.close()
+
+
+@dataclass
+class Context:
+    """One run of the benchmark: its options, the two clusters, a scratch directory, and the
+    topics of the measurement under way."""
+
+    args: argparse.Namespace
+    source: LocalKafka
+    target: LocalKafka
+    tmp: Path
+    layout: Layout | None = None
+    counter: int = 0

@@ -28,7 +28,7 @@ from mirrorflow.config import load_config
 from mirrorflow.replicate import service
 
 if TYPE_CHECKING:
-    from lag import Context
+    from _lag_load import Context
 
 BIN = Path(sys.executable).parent
 

@@ -65,12 +65,11 @@ from pathlib import Path
 import numpy as np
 from _clusters import create_topics, delete_topics, two_clusters
 from _lag_costs import Commits, CpuMeter
-from _lag_load import LagReader, Layout, RateProducer, one_each, producer
+from _lag_load import Context, LagReader, Layout, RateProducer, one_each, producer
 from _lag_replicators import FLOORS, REPLICATORS
 from confluent_kafka.admin import AdminClient, ConfigResource
 from vs_mm2 import machine, properties
 
-from localkafka import LocalKafka
 from mirrorflow.config.mirrorflow_keys import MICROBATCH_INTERVAL_MS
 
 DRAIN_S = 30.0
@@ -118,16 +117,6 @@ def parse_args() -> argparse.Namespace:
     if args.topics < 1 or args.partitions < 1:
         parser.error("--topics and --partitions must be at least 1")
     return args
-
-
-@dataclass
-class Context:
-    args: argparse.Namespace
-    source: LocalKafka
-    target: LocalKafka
-    tmp: Path
-    layout: Layout | None = None
-    counter: int = 0
 
 
 @dataclass
