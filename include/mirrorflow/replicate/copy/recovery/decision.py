@@ -166,7 +166,7 @@ def progress_slot(message: Message, source: str) -> tuple[tuple[int, int], Where
     count), and the source partition whose progress it is (None for a sweep record, keyed by the
     slot); None when the record is not this flow's. A record says the count its writer used (a
     batch flow's 256, a micro-batch flow's tasks.max, see plan.flow_writer_slots); a sweep record
-    says it in its key; a record that names none (an older writer's) is taken for COPY_SLOTS',
+    says it in its key; a record that names none (an older writer's) is taken for one of COPY_SLOTS,
     and the sweep also tries the id a writer per partition had (progress_sweep.py)."""
     try:
         key = SourceOffsetKey.decode(message.key())
