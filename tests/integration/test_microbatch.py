@@ -18,19 +18,12 @@ from mirrorflow.replicate.window.figures import TaskFigures
 
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import mm2_config
-from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly
+from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly, wait_for
 
 SEED = 2_411
 MICRO_BATCH = (
     "tasks.max = 2\nmirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
 )
-
-
-def _wait_for(check, what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
-        time.sleep(0.2)
 
 
 def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clusters, unique) -> None:
@@ -45,7 +38,7 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
     producer.start()
     first = WindowRun(config, unique("first"), length_s=8, handover=True, handover_s=120)
     first.start()
-    _wait_for(
+    wait_for(
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
         "the first window copies",
     )
@@ -54,7 +47,7 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
     # Records keep coming until the first window has let every slot go, and a while after: on a
     # loaded machine the handover took longer than the producer ran, and the second window
     # rightly copied nothing (so its status records had nothing to show).
-    _wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
+    wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     time.sleep(2)
     sent = producer.stop()
     before, after = first.result(), second.result()
@@ -91,7 +84,7 @@ def test_topics_created_grown_and_recreated_mid_window_are_copied_and_reported(
     )
     window = WindowRun(config, unique("topics"), length_s=90, handover=False)
     window.start()
-    _wait_for(
+    wait_for(
         lambda: len(read_topic(b.bootstrap, f"A.{again}", 1)[0]) == 60, "the window copies what is there"
     )
     old = read_topic(a.bootstrap, again, 1)[0]
@@ -100,8 +93,8 @@ def test_topics_created_grown_and_recreated_mid_window_are_copied_and_reported(
     admin.create_partitions([NewPartitions(grown, 3)])[grown].result(30)
     admin.delete_topics([again])[again].result(30)
     create_topics(a.bootstrap, (new, 2))
-    _wait_for(lambda: again not in admin.list_topics(timeout=10).topics, f"{again} is deleted")
-    _wait_for(lambda: _created(a.bootstrap, again), f"{again} is created again")
+    wait_for(lambda: again not in admin.list_topics(timeout=10).topics, f"{again} is deleted")
+    wait_for(lambda: _created(a.bootstrap, again), f"{again} is created again")
     produce(a.bootstrap, grown, [{"key": b"%d" % i, "value": b"h", "partition": i % 3} for i in range(90)])
     produce(a.bootstrap, new, [{"key": b"%d" % i, "value": b"n", "partition": i % 2} for i in range(50)])
     produce(a.bootstrap, again, [{"key": b"new%d" % i, "value": b"n"} for i in range(40)])
@@ -111,7 +104,7 @@ def test_topics_created_grown_and_recreated_mid_window_are_copied_and_reported(
         counts = [read_topic(b.bootstrap, f"A.{t}", n) for t, n in ((grown, 3), (new, 2), (again, 1))]
         return [sum(map(len, c.values())) for c in counts] == [190, 50, 100]
 
-    _wait_for(copied, "the window copies the new topic, the new partition and the recreated topic")
+    wait_for(copied, "the window copies the new topic, the new partition and the recreated topic")
     window.stop()
     result = window.result()
 
@@ -163,7 +156,7 @@ def test_a_task_started_after_the_windows_end_copies_until_the_next_window_takes
     late = WindowRun(config, unique("late"), length_s=0.001, handover=True, handover_s=120)
     _lost_attempt_status(b.client_config(), late)
     late.start()
-    _wait_for(
+    wait_for(
         lambda: (
             not late.is_alive() or sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 2).values())) == 200
         ),

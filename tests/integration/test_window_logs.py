@@ -9,7 +9,6 @@ so that caplog sees them; a next window runs as `mirrorflow replicate` runs it, 
 from __future__ import annotations
 
 import logging
-import time
 
 import pytest
 from confluent_kafka import Producer
@@ -21,17 +20,10 @@ from mirrorflow.replicate.plan import writer_slot
 
 from .kafkatools import create_topics, produce, read_topic
 from .mirror_setup import mm2_config
-from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly
+from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly, wait_for
 
 SEED = 3_607
 MICRO_BATCH = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
-
-
-def _wait_for(check, what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -81,7 +73,7 @@ def test_a_handover_reads_as_one_at_info_and_not_as_fatal_errors(shared_clusters
     producer.start()
     first = WindowRun(config, unique("first"), length_s=6, handover=True, handover_s=120, in_process=True)
     first.start()
-    _wait_for(
+    wait_for(
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
         "the first window copies",
     )
@@ -89,7 +81,7 @@ def test_a_handover_reads_as_one_at_info_and_not_as_fatal_errors(shared_clusters
     second.start()
     # Every partition gets records each batch: the first window lets its four busy slots go only
     # once the second window's writers fenced them.
-    _wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
+    wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     sent = producer.stop()
     before, after = first.result(), second.result()
 
@@ -120,7 +112,7 @@ def test_a_fencing_by_anything_but_a_newer_window_stays_a_warning_with_its_error
     window = WindowRun(config, unique("fenced"), length_s=90, handover=False, in_process=True)
     window.start()
     try:
-        _wait_for(
+        wait_for(
             lambda: len(read_topic(b.bootstrap, f"A.{topic}", 1)[0]) > 0, "the window copies", timeout_s=60
         )
         # Another writer of the slot, as a second copy of the flow would open it (a micro-batch
@@ -132,7 +124,7 @@ def test_a_fencing_by_anything_but_a_newer_window_stays_a_warning_with_its_error
             }
         )
         other.init_transactions(30)
-        _wait_for(
+        wait_for(
             lambda: any("not a newer window" in r.getMessage() for r in logged.records),
             "the window takes its slot back",
             timeout_s=60,
@@ -140,7 +132,7 @@ def test_a_fencing_by_anything_but_a_newer_window_stays_a_warning_with_its_error
     finally:
         sent = producer.stop()
     try:
-        _wait_for(
+        wait_for(
             lambda: len(read_topic(b.bootstrap, f"A.{topic}", 1)[0]) >= sent,
             "the copy goes on with a new writer",
             timeout_s=60,

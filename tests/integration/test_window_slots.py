@@ -17,7 +17,7 @@ from mirrorflow.replicate.plan import COPY_SLOTS
 
 from .kafkatools import create_topics, read_topic
 from .mirror_setup import mm2_config, replicate_once
-from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly
+from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly, wait_for
 
 SEED = 8_117
 MICRO_BATCH = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
@@ -39,13 +39,6 @@ def _progress(bootstrap: str, topic_prefix: str, progress_topic: str) -> list[tu
             entry = decode_offset_entry(record.value)
             found.append((key.topic, key.partition, entry.slots, entry.commit))
     return found
-
-
-def _wait_for(check, what: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
-        time.sleep(0.2)
 
 
 def test_a_windows_task_commits_one_transaction_a_batch_over_many_partitions(shared_clusters, unique) -> None:
@@ -96,7 +89,7 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
         handover_s=120,
     )
     first.start()
-    _wait_for(
+    wait_for(
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 6).values())) > 0,
         "the first window copies",
     )
@@ -104,7 +97,7 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
         mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"), unique("second"), length_s=10, handover=False
     )
     second.start()
-    _wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
+    wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     time.sleep(2)
     sent = producer.stop()
     before, after = first.result(), second.result()

@@ -155,3 +155,11 @@ def assert_copied_exactly(source: str, target: str, topic: str, remote: str, par
             f"{remote}-{partition}: {len(copied)} records for {len(expected)}, first difference at {same}"
         )
     return sum(len(records) for records in wanted.values())
+
+
+def wait_for(check, what: str, timeout_s: float = 120) -> None:
+    """Until `check()` is true, failing with `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
+        time.sleep(0.2)
