@@ -14,6 +14,7 @@ import time
 
 from mirrorflow.replicate.copy import UnitResult, merge_ranges
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
+from mirrorflow.replicate.window.settings import QUIET_AFTER_S, WindowSettings
 
 SUMMED = (
     "records",
@@ -39,13 +40,22 @@ class PartitionState:
         "retry_at",
         "stale",
         "slots",
+        "turn",
+        "end",
+        "moved_at",
         "_lost_counted",
     )
 
-    def __init__(self, base: PartitionSpan, slots: int = COPY_SLOTS) -> None:
+    def __init__(self, base: PartitionSpan, slots: int = COPY_SLOTS, turn: int = 0) -> None:
         self.base = base
         self.slots = slots
         """The flow's writer slots: what the window's commits wrote its progress under."""
+        self.turn = turn
+        """Which batch of a round asks its end offset while it is quiet (see due)."""
+        self.end = -1
+        """Its last stable offset as last listed (-1: not listed yet)."""
+        self.moved_at = time.monotonic()
+        """When its listed end last moved (or the task began to copy it)."""
         self.committed: int | None = None
         """Progress committed for base.incarnation since the window started (None: the plan's)."""
         self.total: UnitResult | None = None
@@ -119,9 +129,22 @@ class PartitionState:
         )
         return span if always or span.pending else None
 
+    def quiet(self, now: float) -> bool:
+        """Whether nothing has reached it for QUIET_AFTER_S and nothing of it waits."""
+        return now - self.moved_at >= QUIET_AFTER_S and self.progress + 1 >= self.end
+
+    def due(self, now: float, batch: int, turns: int, *, first: bool = False) -> bool:
+        """Whether batch number `batch` asks its end offset: every batch while it has records (or
+        had lately), one batch in `turns` while it is quiet, none while it waits to be retried."""
+        if not self.ready(now):
+            return False
+        return first or self.turn % turns == batch % turns or not self.quiet(now)
+
     def listed(self, end: int, listed_ms: int) -> None:
         """The source's last stable offset as listed at `listed_ms`: records beyond progress have
         been waiting since then at least."""
+        if end != self.end:
+            self.end, self.moved_at = end, time.monotonic()
         if end > self.progress + 1 and self.pending_since_ms is None:
             self.pending_since_ms = listed_ms
 
@@ -161,6 +184,31 @@ class PartitionState:
         if final.ok:
             final.planned_end = self.progress + 1
         return final
+
+
+def next_spans(
+    active: list[PartitionState],
+    ends: dict[tuple[str, int], int],
+    listed_ms: int,
+    settings: WindowSettings,
+    spans: list[PartitionSpan],
+    states: list[PartitionState],
+    *,
+    first: bool,
+) -> None:
+    """The next span of each of the `active` partitions with records to copy, up to its end in
+    `ends` (listed at `listed_ms`), added to `spans` with its state to `states`; a partition the
+    source no longer lists waits an interval."""
+    for st in active:
+        end = ends.get(st.key)
+        if end is None:
+            st.absent(settings.interval_s)
+            continue
+        st.listed(end, listed_ms)
+        span = st.next_span(end, settings.max_records, always=first)
+        if span is not None:
+            spans.append(span)
+            states.append(st)
 
 
 def _added(total: UnitResult | None, result: UnitResult) -> UnitResult:

@@ -22,6 +22,11 @@ next Spark application's start-up, with room to spare. A window shorter than thi
 length at most."""
 STATUS_S = 5.0
 """How often each task stores its figures (records, lag) for the log, the status page and metrics."""
+QUIET_AFTER_S = 10.0
+"""A partition whose end has not moved for this long is quiet: its end offset is asked for in
+turns (see quiet_turns), not every batch."""
+QUIET_ASKED_S = 1.0
+"""How often, at the least, a quiet partition's end offset is asked for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,14 @@ class WindowSettings:
     def status_every(self) -> int:
         """Batches between two status records of a task (one every STATUS_S or so)."""
         return max(1, math.ceil(STATUS_S / self.interval_s))
+
+    @property
+    def quiet_turns(self) -> int:
+        """Batches over which a task asks the end offsets of its quiet partitions, a share each
+        batch, so that each is asked at least every QUIET_ASKED_S (a flow mirroring a cluster has
+        thousands of partitions, most of them quiet: asking all of them every batch cost a second
+        a batch at 10,000 partitions)."""
+        return max(1, math.floor(QUIET_ASKED_S / self.interval_s))
 
     def over(self, now_ms: int | None = None) -> bool:
         """Whether the window's time, its wait for the next window included, has run out."""

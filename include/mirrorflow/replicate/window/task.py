@@ -2,10 +2,11 @@
 batch after batch until the window is over, the next window has taken its slots, or it is told
 to stop.
 
-Every interval the task asks the source once for the last stable offset of all its partitions
-(one batched ListOffsets) and copies each partition's [progress + 1, that offset), bounded by
-mirrorflow.range.max.records, through the same worker (clients and slot writers stay open). A
-batch commits what it copies; stopping between batches leaves nothing half-done.
+Every interval the task asks the source once for the last stable offset of its partitions (one
+batched ListOffsets; quiet ones in turns, see PartitionState.due) and copies each partition's
+[progress + 1, that offset), bounded by mirrorflow.range.max.records, through the same worker
+(clients and slot writers stay open). A batch commits what it copies; stopping between batches
+leaves nothing half-done.
 
 Handover. Before it opens any writer the task stores a takeover of its slots (channel.py); its
 first batch then opens every slot it holds, which fences the previous window's writers of them.
@@ -36,7 +37,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -48,7 +49,7 @@ from mirrorflow.replicate.window.channel import (
 )
 from mirrorflow.replicate.window.figures import TaskFigures
 from mirrorflow.replicate.window.handovers import HandoverLog
-from mirrorflow.replicate.window.partitions import PartitionState
+from mirrorflow.replicate.window.partitions import PartitionState, next_spans
 from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings, clock
 from mirrorflow.replicate.window.share import Assignment
@@ -86,7 +87,10 @@ class WindowTask:
     ) -> None:
         self.job, self.settings, self.assignment = job, settings, assignment
         self.stop = stop or (lambda: False)
-        self.parts = {(s.topic, s.partition): PartitionState(s, job.slots) for s in assignment.spans}
+        self.parts = {
+            (s.topic, s.partition): PartitionState(s, job.slots, turn)
+            for turn, s in enumerate(assignment.spans)
+        }
         self.held = set(assignment.slots)
         self.leaving: set[int] = set()
         """Slots a newer window announced: let go once fenced or idle."""
@@ -205,7 +209,10 @@ class WindowTask:
             worker.close()
             worker, self.renew = CopyWorker(job), False
         now = time.monotonic()
-        active = [st for st in self.parts.values() if self._slot(st.key) in self.held and st.ready(now)]
+        due = [
+            st for st in self.parts.values() if st.due(now, self.batches, settings.quiet_turns, first=first)
+        ]
+        active = [st for st in due if self._slot(st.key) in self.held]
         missing: set[tuple[str, int]] = set()
         try:
             with phase("window: source end offsets (ListOffsets)"):
@@ -227,7 +234,7 @@ class WindowTask:
         listed_ms = int(time.time() * 1000)
         spans, states = [], []
         with phase("window: spans of partitions with new records"):
-            self._spans(active, ends, listed_ms, spans, states, first=first)
+            next_spans(active, ends, listed_ms, self.settings, spans, states, first=first)
         with phase("window: copy (all slots)"):
             results = worker.copy(spans) if spans else []
         with phase("window: figures"):
@@ -244,30 +251,6 @@ class WindowTask:
             busy = {self._slot((s.topic, s.partition)) for s in spans if s.pending}
             self._observe(samples, results)
         return self._after_fences(worker, tail, fenced, busy)
-
-    def _spans(
-        self,
-        active: list[PartitionState],
-        ends: dict[tuple[str, int], int],
-        listed_ms: int,
-        spans: list[PartitionSpan],
-        states: list[PartitionState],
-        *,
-        first: bool,
-    ) -> None:
-        """The next span of each active partition with records to copy (a partition the source
-        no longer lists waits an interval)."""
-        settings = self.settings
-        for st in active:
-            end = ends.get(st.key)
-            if end is None:
-                st.absent(settings.interval_s)
-                continue
-            st.listed(end, listed_ms)
-            span = st.next_span(end, settings.max_records, always=first)
-            if span is not None:
-                spans.append(span)
-                states.append(st)
 
     def _observe(self, samples: dict[str, int], results: Iterable[UnitResult]) -> None:
         now_ms = int(time.time() * 1000)
@@ -356,7 +339,7 @@ class WindowTask:
                 continue
             st = self.parts.get(key)
             if st is None:
-                self.parts[key] = PartitionState(span, self.job.slots)
+                self.parts[key] = PartitionState(span, self.job.slots, len(self.parts))
                 self.outcome.joined += 1
                 # A partition added to a topic the worker copies already: its clients read the
                 # topic's metadata once and would not know the new partition for minutes.
