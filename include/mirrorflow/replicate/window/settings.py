@@ -26,7 +26,8 @@ QUIET_AFTER_S = 10.0
 """A partition whose end has not moved for this long is quiet: its end offset is asked for in
 turns (see quiet_turns), not every batch."""
 QUIET_ASKED_S = 1.0
-"""How often, at the least, a quiet partition's end offset is asked for."""
+"""How often a quiet partition's end offset is asked for while batches keep to the interval (once
+in quiet_turns batches: longer when batches take longer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +48,10 @@ class WindowSettings:
     @property
     def quiet_turns(self) -> int:
         """Batches over which a task asks the end offsets of its quiet partitions, a share each
-        batch, so that each is asked at least every QUIET_ASKED_S (a flow mirroring a cluster has
+        batch: as many as fit in QUIET_ASKED_S at the interval (a flow mirroring a cluster has
         thousands of partitions, most of them quiet: asking all of them every batch cost a second
-        a batch at 10,000 partitions)."""
+        a batch at 10,000 partitions, and asking each once a second whatever a batch takes asked
+        all of them again when batches took 6 s)."""
         return max(1, math.floor(QUIET_ASKED_S / self.interval_s))
 
     def over(self, now_ms: int | None = None) -> bool:
