@@ -1,5 +1,6 @@
 """Which partitions a window's batch asks the end offset of: every one with records lately, and
-the quiet ones in turns, each at least every QUIET_ASKED_S (window/partitions.py)."""
+the quiet ones in turns, each once in as many batches as fit in QUIET_ASKED_S at the interval
+(window/partitions.py)."""
 
 from __future__ import annotations
 
