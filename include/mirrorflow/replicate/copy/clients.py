@@ -173,6 +173,15 @@ class SharedClients:
         with self._lock:
             return sorted(slot for slot, writer in self._writers.items() if writer.fenced is not None)
 
+    def open_slots(self) -> set[int]:
+        """Slots whose writer holds an open producer nobody fenced: copying them opens nothing."""
+        with self._lock:
+            return {
+                slot
+                for slot, writer in self._writers.items()
+                if writer.producer is not None and writer.fenced is None
+            }
+
     # -- target metadata ------------------------------------------------------------------------
     def remote_partitions(self, producer: Producer, topic: str, partition: int, watch: ClusterWatch) -> int:
         """Partitions of remote `topic`: asked once per worker, and again when `partition` is

@@ -78,6 +78,11 @@ class CopyWorker:
         """Slots a newer writer took from this worker (it copies nothing more of them)."""
         return self.shared.fenced_slots()
 
+    @property
+    def open_slots(self) -> set[int]:
+        """Slots the worker writes without opening a producer (see SharedClients.open_slots)."""
+        return self.shared.open_slots()
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
         self.shared.close()

@@ -9,7 +9,8 @@ batched ListOffsets; quiet ones in turns, see PartitionState.due) and copies eac
 leaves nothing half-done.
 
 Handover. Before it opens any writer the task stores a takeover of its slots (channel.py); its
-first batch then opens every slot it holds, which fences the previous window's writers of them.
+first batch then opens every slot it holds, which fences the previous window's writers of them;
+no batch opens a writer for a slot a newer window announced (it reads the takeovers first).
 A task of the previous window that reads a newer takeover of a slot keeps copying it until its
 writer is fenced, or lets it go at once when it has nothing to copy; when all its slots are gone
 it ends. A task fenced on a slot that nobody newer announced (an older window's late retry, a
@@ -37,7 +38,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import COPY_SLOTS, Plan, writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -235,6 +236,7 @@ class WindowTask:
         spans, states = [], []
         with phase("window: spans of partitions with new records"):
             next_spans(active, ends, listed_ms, self.settings, spans, states, first=first)
+        spans, states = self._unopened_leaving_dropped(worker, tail, spans, states)
         with phase("window: copy (all slots)"):
             results = worker.copy(spans) if spans else []
         with phase("window: figures"):
@@ -251,6 +253,24 @@ class WindowTask:
             busy = {self._slot((s.topic, s.partition)) for s in spans if s.pending}
             self._observe(samples, results)
         return self._after_fences(worker, tail, fenced, busy)
+
+    def _unopened_leaving_dropped(
+        self, worker: CopyWorker, tail: RunsTail, spans: list[PartitionSpan], states: list[PartitionState]
+    ) -> tuple[list[PartitionSpan], list[PartitionState]]:
+        """Before a batch opens a slot's writer (its first batch, a new worker, a producer let go
+        after a failure), the task reads the takeovers stored since it last looked, and opens no
+        writer for a slot a newer window announced: that open would fence the newer window's
+        writer, which would take the slot back. Such a slot is idle and let go after the batch."""
+        opening = {self._slot((s.topic, s.partition)) for s in spans} - worker.open_slots
+        if not opening:
+            return spans, states
+        with phase("window: run-records tail"):
+            self._read(tail.catch_up(self.job.unreachable_timeout_s))
+        left = opening & self.leaving
+        if not left:
+            return spans, states
+        kept = [(span, st) for span, st in zip(spans, states, strict=True) if self._slot(st.key) not in left]
+        return [span for span, _ in kept], [st for _, st in kept]
 
     def _observe(self, samples: dict[str, int], results: Iterable[UnitResult]) -> None:
         now_ms = int(time.time() * 1000)
