@@ -13,12 +13,13 @@ transaction). The process's own CPU over the same span, per record copied, inclu
 threads, which no phase holds.
 
 Run: `.venv/bin/python benchmarks/window_profile.py` (--sizes 100,1000 --seconds 20 for a short
-run; --help). Figures go to docs/development/window-profile.md with the command.
+run; --pstats FILE to see which Python functions the task's thread spends its CPU in; --help). Figures go to docs/development/window-profile.md with the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import resource
 import sys
 import tempfile
@@ -57,6 +58,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--interval-ms", type=int, default=250)
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds before the measured span")
     parser.add_argument("--seconds", type=float, default=30.0, help="the measured span")
+    parser.add_argument(
+        "--pstats",
+        help="also profile the window task's thread with cProfile (its whole run, the first batch "
+        "included) and write the statistics to PSTATS.<size>, for `python -m pstats`",
+    )
     return parser.parse_args()
 
 
@@ -139,7 +145,19 @@ def profile(args: argparse.Namespace, tmp: Path, source: LocalKafka, target: Loc
     (assignment,) = assignments(plan, planned["plan_offset"], 1)
     stop = threading.Event()
     outcome: list = []
-    task = threading.Thread(target=lambda: outcome.append(run_task(job, settings, assignment, stop.is_set)))
+
+    def run() -> None:
+        profiler = cProfile.Profile() if args.pstats else None
+        if profiler is not None:
+            profiler.enable()
+        try:
+            outcome.append(run_task(job, settings, assignment, stop.is_set))
+        finally:
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(f"{args.pstats}.{size}")
+
+    task = threading.Thread(target=run)
     at_start = phases.snapshot()
     task.start()
     begun, base = time.monotonic(), at_start.get(WINDOW_PHASE, phases.PhaseTotals()).calls

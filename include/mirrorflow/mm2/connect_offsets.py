@@ -36,6 +36,7 @@ a Java worker would.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -282,12 +283,19 @@ def encode_offset_value(
         raise ValueError(f"source offset must be a Java long (64-bit int), got {offset!r}")
     value = b'{"offset":%d' % offset
     if incarnation:
-        value += b',"%s":%s' % (INCARNATION_KEY.encode(), jackson_string(incarnation).encode("utf-8"))
+        value += b',"%s":%s' % (INCARNATION_KEY.encode(), _json_bytes(incarnation))
     if slots:
         value += b',"%s":%d' % (SLOTS_KEY.encode(), slots)
     if commit:
-        value += b',"%s":%s' % (COMMIT_KEY.encode(), jackson_string(commit).encode("utf-8"))
+        value += b',"%s":%s' % (COMMIT_KEY.encode(), _json_bytes(commit))
     return value + b"}"
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _json_bytes(text: str) -> bytes:
+    """jackson_string(text) as UTF-8: a topic's incarnation and a transaction's token are written
+    into the value of every partition's progress at every commit."""
+    return jackson_string(text).encode("utf-8")
 
 
 def decode_offset_value(value: bytes | bytearray | memoryview | None) -> int | None:

@@ -16,6 +16,7 @@ run reads each record of the topic once, however many partitions it copies.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -32,6 +33,7 @@ from mirrorflow.mm2.connect_offsets import (
     SourceOffsetKey,
     decode_offset_entry,
     encode_offset_value,
+    java_partition,
 )
 
 SETTLE_TIMEOUT_S = 120.0
@@ -106,9 +108,18 @@ def progress_record(
     commit: str = "",
 ):
     """(key, value, partition) of the progress record for one source partition."""
+    key, where = _progress_key(source_alias, topic, partition, num_partitions)
+    return key, encode_offset_value(offset, incarnation, slots, commit), where
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _progress_key(source_alias: str, topic: str, partition: int, num_partitions: int) -> tuple[bytes, int]:
+    """A partition's progress key and the offsets-topic partition it goes to: the same at every
+    commit, and costly to make in Python (Jackson's string escaping, murmur2), which a window
+    over 1,000 partitions did for each of them every batch."""
     key = SourceOffsetKey(cluster=source_alias, topic=topic, partition=partition)
-    value = encode_offset_value(offset, incarnation, slots, commit)
-    return key.key_bytes(), value, key.offsets_partition(num_partitions)
+    data = key.key_bytes()
+    return data, java_partition(data, num_partitions)
 
 
 def read_progress(
