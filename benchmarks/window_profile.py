@@ -13,7 +13,8 @@ transaction). The process's own CPU over the same span, per record copied, inclu
 threads, which no phase holds.
 
 Run: `.venv/bin/python benchmarks/window_profile.py` (--sizes 100,1000 --seconds 20 for a short
-run; --pstats FILE to see which Python functions the task's thread spends its CPU in; --help). Figures go to docs/development/window-profile.md with the command.
+run; --pstats FILE to see which Python functions the task's thread spends its CPU in; --help).
+Figures go to docs/development/window-profile.md with the command.
 """
 
 from __future__ import annotations
