@@ -53,13 +53,22 @@ def test_a_windows_task_commits_one_transaction_a_batch_over_many_partitions(sha
     producers = [SteadyProducer(a.bootstrap, t, 10, rate=200, seed=SEED + i) for i, t in enumerate(topics)]
     for producer in producers:
         producer.start()
-    window = WindowRun(config, unique("window"), length_s=6, handover=False)
+    # A window ends at its end whatever was produced just before it (the next window copies
+    # that): a 6 s window on a loaded machine ended before its last batch saw the producers' last
+    # records. This one runs until it has copied them all, then is stopped after its batch.
+    window = WindowRun(config, unique("window"), length_s=90, handover=False)
     window.start()
     time.sleep(4)
     sent = [p.stop() for p in producers]
+    wait_for(
+        lambda: [sum(map(len, read_topic(b.bootstrap, f"A.{t}", 10).values())) for t in topics] == sent,
+        "the window copies every record sent",
+    )
+    window.stop()
     result = window.result()
 
     assert result.ok, (result.error, result.report.failure_message())
+    assert result.report.window["stopped"] == {"stopped": window.count}, result.report.window
     for topic, count in zip(topics, sent, strict=True):
         assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 10) == count
     progress = _progress(b.bootstrap, prefix, config.flow("A", "B").offset_storage_topic)
