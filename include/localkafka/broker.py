@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Protocol
 
-from localkafka import runtime
+from localkafka import formats, runtime
 from localkafka.settings import NodeAddress, render_properties, server_properties
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
@@ -130,11 +130,27 @@ class Node:
             main_class, *args, heap=heap, system_properties=properties, kafka_line=line
         )
 
-    def format(self) -> None:
-        if (self.directory / "data" / "meta.properties").exists():
+    def format(self, *, reuse: bool = True) -> None:
+        """Format a new data dir with the line's storage tool, or from a copy of what it wrote
+        for a node of the same kind (localkafka.formats) unless `reuse` is False."""
+        data = self.directory / "data"
+        if (data / "meta.properties").exists():
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self._write_properties()
+        cluster = self.cluster
+        key = (
+            formats.kind(
+                cluster.line.version,
+                cluster.overrides,
+                cluster.security.format_arguments(),
+                len(cluster.addresses),
+            )
+            if reuse
+            else None
+        )
+        if formats.copy_into(key, data, cluster_id=cluster.cluster_id, node_id=self.node_id):
+            return
         command = self._java(
             "kafka.tools.StorageTool",
             "format",
@@ -149,6 +165,7 @@ class Node:
             raise LocalKafkaError(
                 f"formatting {self.directory} failed (exit {result.returncode}): {result.stdout}{result.stderr}"
             )
+        formats.keep(key, data)
 
     def launch(self) -> None:
         """Start the JVM; `LocalKafka.wait_ready` decides when it serves clients."""

@@ -27,7 +27,7 @@ def _record_classes(directory: Path) -> list[str]:
     lists = [directory / "format.lst", directory / "broker.lst"]
     try:
         os.environ[runtime.JVM_OPTS_ENV] = f"-Xshare:off -XX:DumpLoadedClassList={lists[0]}"
-        node.format()
+        node.format(reuse=False)
         os.environ[runtime.JVM_OPTS_ENV] = f"-Xshare:off -XX:DumpLoadedClassList={lists[1]}"
         kafka.start()
         from confluent_kafka.admin import AdminClient, NewTopic

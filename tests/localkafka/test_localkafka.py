@@ -30,6 +30,7 @@ from localkafka import (
     RuntimeMissing,
     Security,
     SettingsError,
+    formats,
     kafka_version,
     make_tls,
     runtime,
@@ -200,6 +201,43 @@ def test_secured_listeners_authenticate_and_the_authorizer_enforces_acls(local_k
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     with pytest.raises(SettingsError, match="MTLS"):
         Security(listeners=("SSL",), tls=tls, authorizer=True)
+
+
+def test_a_node_formatted_from_a_kept_format_joins_its_cluster_with_its_own_ids(
+    tmp_path, monkeypatch
+) -> None:
+    """The storage tool formats the first node of a kind; the second node is a copy of that
+    with its own node and directory ids (localkafka.formats), joins the cluster, and the SCRAM
+    user created at format time logs in."""
+    monkeypatch.setattr(formats, "cache_root", lambda: tmp_path / "kept")
+    security = Security(listeners=("SASL_PLAINTEXT",), scram_users={"admin": "admin-secret"})
+    kafka = LocalKafka(tmp_path / "cluster", brokers=2, security=security)
+    kafka.nodes[0].format()
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == [
+        formats.kind(kafka.line.version, kafka.overrides, security.format_arguments(), 2)
+    ]
+    kafka.nodes[1].format()
+    meta = [
+        dict(
+            line.split("=", 1)
+            for line in (n.directory / "data" / "meta.properties").read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        for n in kafka.nodes
+    ]
+    assert [m["node.id"] for m in meta] == ["1", "2"]
+    assert {m["cluster.id"] for m in meta} == {kafka.cluster_id}
+    assert meta[0]["directory.id"] != meta[1]["directory.id"]
+    with kafka.start():
+        admin = AdminClient(kafka.client_config("SASL_PLAINTEXT", user="admin"))
+        described = admin.describe_cluster().result(30)
+        assert described.cluster_id == kafka.cluster_id
+        assert sorted(node.id for node in described.nodes) == [1, 2]
+        create(kafka.client_config("SASL_PLAINTEXT", user="admin"), "formatted", replication=2)
+
+    assert formats.kind(kafka.line.version, {"log.dirs": "/elsewhere"}, [], 1) is None
+    monkeypatch.setenv(formats.CACHE_ENV, "off")
+    assert formats.kind(kafka.line.version, {}, [], 1) is None
 
 
 def test_three_brokers_keep_serving_acks_all_writes_when_a_leader_dies(local_kafka) -> None:
