@@ -83,6 +83,41 @@ class Cluster:
         return {"bootstrap.servers": self.bootstrap, **extra}
 
 
+class OnDemandCluster(Cluster):
+    """A worker cluster started when a test first reads its address or its LocalKafka: most tests
+    on `shared_clusters` use two of the three, and a third kept idle for the session on every
+    worker costs a broker's idle CPU all along (tests.md, "Where the suite's CPU goes")."""
+
+    def __init__(self, pool: WorkerClusters, alias: str) -> None:  # not the dataclass's
+        self.alias = alias
+        self._pool = pool
+        self._started: Cluster | None = None
+
+    def _cluster(self) -> Cluster:
+        if self._started is None:
+            (self._started,) = self._pool.get(self.alias)
+        return self._started
+
+    @property
+    def started(self) -> bool:
+        return self._started is not None
+
+    @property  # type: ignore[override]
+    def bootstrap(self) -> str:
+        return self._cluster().bootstrap
+
+    @property  # type: ignore[override]
+    def kafka(self) -> LocalKafka | None:
+        return self._cluster().kafka
+
+    def __repr__(self) -> str:  # a failed test's report does not start it
+        return (
+            repr(self._started)
+            if self._started is not None
+            else f"Cluster(alias={self.alias!r}, not started)"
+        )
+
+
 def real_cluster_bootstraps() -> dict[str, str]:
     return {
         alias: os.environ[f"MIRRORFLOW_TEST_BOOTSTRAP_{alias}"]
@@ -209,6 +244,14 @@ class WorkerClusters:
         for kafka in self.started.values():
             kafka.stop()
 
+    def stop_beyond(self, count: int) -> None:
+        """Stop the clusters after the first `count` aliases: the few tests that use a third
+        start it again (seconds), where keeping it would idle a broker for the session."""
+        for alias in ALIASES[count:]:
+            kafka = self.started.pop(alias, None)
+            if kafka is not None:
+                kafka.stop()
+
 
 _CLIENTS_BEFORE = pytest.StashKey[int]()
 
@@ -267,19 +310,25 @@ def kafka_clusters(worker_clusters: WorkerClusters) -> Iterator[Callable[[int], 
         return clusters
 
     yield take
-    for cluster in taken:
+    for cluster in taken[:2]:
         if cluster.kafka is not None and all(node.running for node in cluster.kafka.nodes):
             empty_cluster(cluster.bootstrap)
+    worker_clusters.stop_beyond(2)
 
 
 @pytest.fixture
-def shared_clusters(request: pytest.FixtureRequest) -> list[Cluster]:
-    """Clusters A, B and C shared with other tests: create uniquely named topics and groups only."""
+def shared_clusters(request: pytest.FixtureRequest) -> Iterator[list[Cluster]]:
+    """Clusters A, B and C shared with other tests: create uniquely named topics and groups only.
+    C starts when the test first reads its address, and stops after the test."""
     real = real_cluster_bootstraps()
     if real:
-        return [Cluster(alias, bootstrap) for alias, bootstrap in real.items()]
+        yield [Cluster(alias, bootstrap) for alias, bootstrap in real.items()]
+        return
     pool: WorkerClusters = request.getfixturevalue("worker_clusters")
-    return pool.get(*ALIASES[:3])
+    third = OnDemandCluster(pool, ALIASES[2])
+    yield [*pool.get(*ALIASES[:2]), third]
+    if third.started:
+        pool.stop_beyond(2)
 
 
 @contextlib.contextmanager
