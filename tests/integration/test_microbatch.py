@@ -42,21 +42,28 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
         "the first window copies",
     )
-    second = WindowRun(config, unique("second"), length_s=12, handover=False)
+    second = WindowRun(config, unique("second"), length_s=90, handover=False)
     second.start()
     # Records keep coming until the first window has let every slot go, and a while after: on a
     # loaded machine the handover took longer than the producer ran, and the second window
-    # rightly copied nothing (so its status records had nothing to show).
+    # rightly copied nothing (so its status records had nothing to show). The second window
+    # then copies until it holds every record sent and is stopped: ending by its clock, a
+    # window on a loaded machine can end before its last batch saw the last records.
     wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     time.sleep(2)
     sent = producer.stop()
+    wait_for(
+        lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) == sent,
+        "the second window copies every record sent",
+    )
+    second.stop()
     before, after = first.result(), second.result()
 
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 4) == sent
     assert before.ok and after.ok, (before.error, after.error)
     assert before.report.window["stopped"] == {"handed over": first.count}, before.report.window
     assert before.report.window["handed_over_slots"] == 2  # tasks.max 2: the flow's two writer slots
-    assert after.report.window["stopped"] == {"window over": second.count}
+    assert after.report.window["stopped"] == {"stopped": second.count}
     assert before.report.window["retakes"] == after.report.window["retakes"] == 0
     assert before.report.totals()["records"] + after.report.totals()["records"] == sent
     assert after.report.window["lag_s"]["max"] is not None

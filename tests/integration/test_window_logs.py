@@ -77,12 +77,19 @@ def test_a_handover_reads_as_one_at_info_and_not_as_fatal_errors(shared_clusters
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) > 0,
         "the first window copies",
     )
-    second = WindowRun(config, unique("second"), length_s=10, handover=False)
+    # The second window copies until it holds every record sent, then is stopped: ending by its
+    # clock, it ended on a loaded machine before its last batch saw the producer's last records.
+    second = WindowRun(config, unique("second"), length_s=90, handover=False)
     second.start()
     # Every partition gets records each batch: the first window lets its four busy slots go only
     # once the second window's writers fenced them.
     wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     sent = producer.stop()
+    wait_for(
+        lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 4).values())) == sent,
+        "the second window copies every record sent",
+    )
+    second.stop()
     before, after = first.result(), second.result()
 
     assert before.ok and after.ok, (before.error, after.error)
@@ -142,10 +149,17 @@ def test_a_fencing_by_anything_but_a_newer_window_stays_a_warning_with_its_error
     result = window.result()
 
     assert result.ok, (result.error, result.report.failure_message())
-    assert result.report.window["retakes"] == 1
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 1) == sent
-    (warning,) = [r for r in logged.records if "not a newer window" in r.getMessage()]
-    assert warning.levelno == logging.WARNING and warning.name == "mirrorflow.window"
+    warnings = [r for r in logged.records if "not a newer window" in r.getMessage()]
+    assert warnings and all(r.levelno == logging.WARNING and r.name == "mirrorflow.window" for r in warnings)
+    # One retake per fencing. The other writer's init_transactions can fence twice: its first
+    # InitProducerId aborts the window's open transaction and is answered CONCURRENT_TRANSACTIONS,
+    # the window's new writer opens meanwhile, and librdkafka's retry of the InitProducerId
+    # fences that one too (seen on a loaded machine).
+    assert result.report.window["retakes"] == len(warnings) <= 2, (
+        result.report.window["retakes"],
+        _said(warnings),
+    )
     fenced = _fencing(logged)
     assert any(r.levelno >= logging.ERROR for r in fenced), _said(fenced)
     assert not any(r.levelno == logging.DEBUG or "a handover" in r.getMessage() for r in fenced), _said(

@@ -27,7 +27,9 @@ def test_quiet_partitions_are_asked_in_turns_and_their_records_still_copied_once
     topic = unique("quiet")
     create_topics(a.bootstrap, (topic, PARTITIONS))
     config = mm2_config(
-        [a, b], ["A->B"], f"topics = {topic}\ntasks.max = 1\nmirrorflow.replicate.mode = micro-batch\n{INTERVAL}"
+        [a, b],
+        ["A->B"],
+        f"topics = {topic}\ntasks.max = 1\nmirrorflow.replicate.mode = micro-batch\n{INTERVAL}",
     )
     monkeypatch.setattr(partitions, "QUIET_AFTER_S", QUIET_AFTER_S)
     asked: list[set[int]] = []
@@ -43,7 +45,9 @@ def test_quiet_partitions_are_asked_in_turns_and_their_records_still_copied_once
     monkeypatch.setattr(task, "list_offsets", counting)
     producer = SteadyProducer(a.bootstrap, topic, PARTITIONS, rate=50, seed=5, only=[0])
     producer.start()
-    window = WindowRun(config, unique("quiet-window"), length_s=14, handover=False, in_process=True)
+    # Stopped once it holds every record (below): a window that ends by its clock can end, on a
+    # loaded machine, before its last batch saw the producer's last records.
+    window = WindowRun(config, unique("quiet-window"), length_s=90, handover=False, in_process=True)
     window.start()
     time.sleep(QUIET_AFTER_S + 4)
     # Partitions 1-7 have been quiet for a while: a record reaches one of them.
@@ -58,6 +62,11 @@ def test_quiet_partitions_are_asked_in_turns_and_their_records_still_copied_once
     with lock:
         loaded = len(asked)  # batches while partition 0 took records
     sent = producer.stop()  # the window's last batches copy what it wrote
+    wait_for(
+        lambda: sum(len(read_all(b.bootstrap, f"A.{topic}", p)) for p in range(PARTITIONS)) == sent + 1,
+        "the window copies every record sent",
+    )
+    window.stop()
     result = window.result(120)
     assert result.ok, result.error
 
