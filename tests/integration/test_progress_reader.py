@@ -106,3 +106,32 @@ def test_settles_from_many_threads_share_rounds_and_each_sees_what_came_before_i
         # Fewer rounds than settles: calls made during a round shared the next one.
         assert reader.rounds < threads * commits, reader.rounds
         assert reader.records_read == threads * commits
+
+
+def test_reading_ahead_reads_what_is_committed_without_waiting_and_the_settle_after_reads_only_the_rest(
+    shared_clusters, unique
+) -> None:
+    """A writer about to fence an older one reads progress ahead (CopyWorker.copy): everything
+    committed so far, at once, even with the older writer's transaction open; the settle after
+    the fencing then reads only what came after, not the partitions' history again."""
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    history = writer(b.bootstrap, unique("history"))
+    for offset in range(50):
+        commit(history, topic, ("t", 0), offset)
+    older = writer(b.bootstrap, unique("older"))
+    key, value, partition = progress_record("A", "t", 0, 99, PARTITIONS)
+    older.begin_transaction()
+    older.produce(topic, key=key, value=value, partition=partition)
+    assert older.flush(30) == 0  # open: its records are on the log, not decided
+
+    with ProgressReader({"bootstrap.servers": b.bootstrap}, topic, "A", timeout_s=20) as reader:
+        started = time.monotonic()
+        reader.read_ahead([("t", 0)])
+        assert time.monotonic() - started < 10, "reading ahead waited for the open transaction"
+        assert reader.records_read == 50 and reader.get("t", 0).offset == 49
+        older.commit_transaction(30)
+        reader.settle([("t", 0)])
+        assert reader.get("t", 0).offset == 99
+        assert reader.records_read == 51, "the settle read the history again"

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from mirrorflow.replicate.copy.clients import SharedClients
 from mirrorflow.replicate.copy.job import CopyJob, UnitResult
 from mirrorflow.replicate.copy.schedule import SMALL_SPAN, copy_units
+from mirrorflow.replicate.phases import phase
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 
 SLOT_THREADS = 8
@@ -49,6 +50,13 @@ class CopyWorker:
         groups.sort(key=lambda indexes: -sum(spans[i].pending for i in indexes))
         self.shared.unreachable = None
         self.shared.check_ahead(spans)
+        opening = set(slots) - self.shared.open_slots()
+        if opening:
+            # Before those writers fence the slots' older ones (progress.ProgressReader.read_ahead).
+            with phase("copy: read progress ahead of the fencing"):
+                self.shared.progress.read_ahead(
+                    (spans[i].topic, spans[i].partition) for slot in opening for i in slots[slot]
+                )
 
         def copy_group(indexes: list[int]) -> None:
             for index, result in zip(
