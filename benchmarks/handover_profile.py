@@ -199,8 +199,10 @@ def handover(args: argparse.Namespace, tmp: Path, source, target, timeline: Time
     for at, who, what in events:
         if at >= -3:
             print(f"  {at:7.2f} s  {who:<6} {what}")
+    # The first window's last commit: its last batch that ended before it let the slot go.
+    gone = min(at for at, who, what in events if who == "first" and what.startswith("let slot"))
     last_old = max(
-        at for at, who, what in events if who == "first" and what == "batch committed" and at < 0.5
+        at for at, who, what in events if who == "first" and what == "batch committed" and at < gone
     )
     first_new = min(at for at, who, what in events if who == "next" and what == "batch committed")
     steady = [lag for at, lag in arrivals.samples if -STEADY_S <= at - started < -1]
