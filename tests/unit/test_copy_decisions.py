@@ -13,7 +13,7 @@ from mirrorflow.replicate.copy.job import SETTLE_MARGIN_S
 from mirrorflow.replicate.copy.resume import check_live, moves_progress, resume_offset
 from mirrorflow.replicate.copy.writer import SlotWriter
 from mirrorflow.replicate.plan import PartitionSpan
-from mirrorflow.replicate.progress import Stored, incarnation
+from mirrorflow.replicate.progress import ProgressReader, Stored, incarnation
 
 S1, S2, R1, R2 = "c291cmNlLW9uZQ", "c291cmNlLXR3bw", "cmVtb3RlLW9uZQ", "cmVtb3RlLXR3bw"
 
@@ -163,8 +163,13 @@ def test_a_failed_check_ahead_fails_the_slots_with_its_cause_and_never_escapes_t
         raise RuntimeError("the describe call broke")
 
     monkeypatch.setattr(SharedClients, "_ask_topic_ids", broken)
+    # Nor does it read progress ahead of the writers' opening when the clusters did not answer
+    # that check: the read waited its whole limit on a cluster that is not there (30 s here).
+    read_ahead: list[object] = []
+    monkeypatch.setattr(ProgressReader, "read_ahead", lambda self, only, **kw: read_ahead.append(list(only)))
     spans = [PartitionSpan("t", p, "A.t", 0, 5, progress=-1) for p in range(3)]
     with CopyWorker(job()) as worker:
         results = worker.copy(spans)
     assert [r.ok for r in results] == [False, False, False]
     assert all("the describe call broke" in (r.error or "") for r in results), [r.error for r in results]
+    assert read_ahead == []

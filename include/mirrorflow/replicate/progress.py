@@ -55,6 +55,8 @@ __all__ = [
 ]
 
 SETTLE_TIMEOUT_S = 120.0
+READ_AHEAD_S = 10.0
+"""How long a read ahead of a fencing may take in all (ProgressReader.read_ahead)."""
 
 log = logging.getLogger(__name__)
 
@@ -213,32 +215,35 @@ class ProgressReader:
                     del self._failures[old]
                 self._rounds.notify_all()
 
-    def read_ahead(self, only: Iterable[tuple[str, int]]) -> None:
+    def read_ahead(self, only: Iterable[tuple[str, int]], *, timeout_s: float = READ_AHEAD_S) -> None:
         """Read what is committed now in the offsets-topic partitions that hold `only`'s keys, up
         to their last stable offset, without waiting for the transactions open there (a settle
         waits for those). A writer about to fence an older one reads ahead first: the settle after
         the fencing then reads only what was committed since, not the partitions' whole history
         (at a micro-batch handover over 1,000 partitions, 45,000 progress records read after the
         fencing held the next window's first commit about half a second). Nothing is read while a
-        settle round reads, and a failure here is left to the settle, which reads it all again."""
+        settle round reads; a failure, or a read not done within `timeout_s`, is left to the
+        settle, which reads the rest (and fails or waits as settling does)."""
         with self._rounds:
             if self._running:
                 return
             self._running = True
         try:
-            count = self._partition_count()
+            count = self._partition_count(timeout_s)
             if count:
                 wanted = sorted({self._offsets_partition(where, count) for where in only})
                 if self._uncommitted is None:
                     self._uncommitted = reader(self._config, isolation="read_uncommitted")
                 new = [p for p in wanted if p not in self._next]
                 if new:
-                    self._next.update(self._list_offsets(new, OFFSET_BEGINNING))
+                    self._next.update(self._list_offsets(new, OFFSET_BEGINNING, timeout_s))
                 # Through the read_committed consumer, "latest" is the last stable offset.
-                stable = consumer_offsets(self._consumer, [(self.topic, p) for p in wanted], OFFSET_END)
+                stable = consumer_offsets(
+                    self._consumer, [(self.topic, p) for p in wanted], OFFSET_END, timeout_s=timeout_s
+                )
                 targets = {p: lso for (_, p), lso in stable.items() if lso > self._next[p]}
                 if targets:
-                    self._read_until(targets)
+                    self._read_until(targets, timeout_s)
         except (KafkaException, KafkaCallError, ProgressReadError) as exc:
             log.debug("reading progress ahead of a fencing failed (the settle reads it): %s", exc)
         finally:
@@ -270,12 +275,14 @@ class ProgressReader:
         if targets:
             self._read_until(targets)
 
-    def _list_offsets(self, partitions: list[int], which: int) -> dict[int, int]:
+    def _list_offsets(self, partitions: list[int], which: int, timeout_s: float = 30.0) -> dict[int, int]:
         """Latest (OFFSET_END, as a read_uncommitted reader sees it) or earliest
         (OFFSET_BEGINNING) offsets of progress partitions, in one batched ListOffsets call."""
         assert self._uncommitted is not None
         try:
-            found = consumer_offsets(self._uncommitted, [(self.topic, p) for p in partitions], which)
+            found = consumer_offsets(
+                self._uncommitted, [(self.topic, p) for p in partitions], which, timeout_s=timeout_s
+            )
         except KafkaCallError as exc:
             raise ProgressReadError(f"progress topic {self.topic}: {exc}") from exc
         return {partition: offset for (_, partition), offset in found.items()}
@@ -290,10 +297,10 @@ class ProgressReader:
             found = self._where[where] = key.offsets_partition(count)
         return found
 
-    def _partition_count(self) -> int:
+    def _partition_count(self, timeout_s: float = 30.0) -> int:
         if self._count:
             return self._count
-        metadata = self._consumer.list_topics(self.topic, timeout=30).topics.get(self.topic)
+        metadata = self._consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
         if metadata is None or metadata.error is not None:
             if metadata is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 return 0  # no progress yet; asked again next time
@@ -303,13 +310,13 @@ class ProgressReader:
         self._count = len(metadata.partitions)
         return self._count
 
-    def _read_until(self, targets: dict[int, int]) -> None:
+    def _read_until(self, targets: dict[int, int], timeout_s: float | None = None) -> None:
         topic, consumer = self.topic, self._consumer
         # Assigned only while reading, from the first offset not seen yet: an idle reader sends
         # no fetches, and a new assignment fetches at once (a resumed pause waits about 1 s).
         assigned = [TopicPartition(topic, p, self._next[p]) for p in targets]
         consumer.incremental_assign(assigned)
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         try:
             while targets:
                 if time.monotonic() > deadline:

@@ -213,6 +213,11 @@ class SharedClients:
             answer = exc
         self._live = _LiveIds(asked, sources, remotes, answer)
 
+    def answered_ahead(self) -> bool:
+        """Whether this copy call's check_ahead was answered by both clusters."""
+        live = self._live
+        return live is not None and not isinstance(live.answer, Exception)
+
     def live_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
         """The topic ids the source and target clusters hold now (one DescribeTopics call each),
         to check them against the plan's (see resume.check_live); ClusterUnreachable when one

@@ -51,8 +51,9 @@ class CopyWorker:
         self.shared.unreachable = None
         self.shared.check_ahead(spans)
         opening = set(slots) - self.shared.open_slots()
-        if opening:
-            # Before those writers fence the slots' older ones (progress.ProgressReader.read_ahead).
+        if opening and self.shared.answered_ahead():
+            # Before those writers fence the slots' older ones (progress.ProgressReader.read_ahead);
+            # not when the clusters did not answer the check just made (the slots fail on it).
             with phase("copy: read progress ahead of the fencing"):
                 self.shared.progress.read_ahead(
                     (spans[i].topic, spans[i].partition) for slot in opening for i in slots[slot]
