@@ -228,22 +228,27 @@ class ProgressReader:
             if self._running:
                 return
             self._running = True
+        deadline = time.monotonic() + timeout_s
+
+        def left() -> float:
+            return max(0.1, deadline - time.monotonic())
+
         try:
-            count = self._partition_count(timeout_s)
+            count = self._partition_count(left())
             if count:
                 wanted = sorted({self._offsets_partition(where, count) for where in only})
                 if self._uncommitted is None:
                     self._uncommitted = reader(self._config, isolation="read_uncommitted")
                 new = [p for p in wanted if p not in self._next]
                 if new:
-                    self._next.update(self._list_offsets(new, OFFSET_BEGINNING, timeout_s))
+                    self._next.update(self._list_offsets(new, OFFSET_BEGINNING, left()))
                 # Through the read_committed consumer, "latest" is the last stable offset.
                 stable = consumer_offsets(
-                    self._consumer, [(self.topic, p) for p in wanted], OFFSET_END, timeout_s=timeout_s
+                    self._consumer, [(self.topic, p) for p in wanted], OFFSET_END, timeout_s=left()
                 )
                 targets = {p: lso for (_, p), lso in stable.items() if lso > self._next[p]}
                 if targets:
-                    self._read_until(targets, timeout_s)
+                    self._read_until(targets, left())
         except (KafkaException, KafkaCallError, ProgressReadError) as exc:
             log.debug("reading progress ahead of a fencing failed (the settle reads it): %s", exc)
         finally:
