@@ -237,8 +237,6 @@ class ProgressReader:
             count = self._partition_count(left())
             if count:
                 wanted = sorted({self._offsets_partition(where, count) for where in only})
-                if self._uncommitted is None:
-                    self._uncommitted = reader(self._config, isolation="read_uncommitted")
                 new = [p for p in wanted if p not in self._next]
                 if new:
                     self._next.update(self._list_offsets(new, OFFSET_BEGINNING, left()))
@@ -267,8 +265,6 @@ class ProgressReader:
         # The high watermark as a read_uncommitted reader sees it: a read_committed consumer's
         # watermark query answers with the last stable offset, which is exactly what an open
         # transaction holds back, and a read up to it would not wait at all.
-        if self._uncommitted is None:
-            self._uncommitted = reader(self._config, isolation="read_uncommitted")
         # One ListOffsets call for all of them (a request per leader), and the earliest offsets
         # only for partitions never read: a slot of a copy worker settles dozens at a time.
         wanted = sorted(partitions)
@@ -283,7 +279,8 @@ class ProgressReader:
     def _list_offsets(self, partitions: list[int], which: int, timeout_s: float = 30.0) -> dict[int, int]:
         """Latest (OFFSET_END, as a read_uncommitted reader sees it) or earliest
         (OFFSET_BEGINNING) offsets of progress partitions, in one batched ListOffsets call."""
-        assert self._uncommitted is not None
+        if self._uncommitted is None:
+            self._uncommitted = reader(self._config, isolation="read_uncommitted")
         try:
             found = consumer_offsets(
                 self._uncommitted, [(self.topic, p) for p in partitions], which, timeout_s=timeout_s
