@@ -45,7 +45,9 @@ they were written (the distinct `mirrorflow.commit` tokens of the progress recor
 topic took in that span; MM2's records carry no such token: "-"); and whether the replicator keeps
 up: every record readable within DRAIN_S of the last one written, and the lag of the last quarter
 of the records not more than twice the first quarter's plus a second (a lag that grows is a
-replicator falling behind). Each measurement's topics are deleted on both clusters after it.
+replicator falling behind). Each measurement's topics are deleted on both clusters after it;
+with --fresh-clusters each measurement gets a new source and target instead (at 10,000
+partitions a broker that held the last measurement's topics is slow to take the next one's).
 
 Run: `.venv/bin/python benchmarks/lag.py` (--seconds and --rates for a short run; --topics 100
 --partitions 10 for 1,000 partitions; --help).
@@ -111,6 +113,12 @@ def parse_args() -> argparse.Namespace:
         help="mirrorflow.microbatch.interval.ms of the micro-batch rows (default: the key's default)",
     )
     parser.add_argument("--heap", default=None, help="heap of each Kafka broker (default: localkafka's)")
+    parser.add_argument(
+        "--fresh-clusters",
+        action="store_true",
+        help="a new source and target for each measurement (at 10,000 partitions a broker that held "
+        "the previous measurement's topics does not take the next one's first records in time)",
+    )
     args = parser.parse_args()
     if not 0 < args.active <= 1:
         parser.error("--active must be more than 0 and at most 1")
@@ -273,6 +281,15 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+def measured(ctx: Context, name: str, rate: int) -> Row:
+    row = measure(ctx, name, rate)
+    print(
+        f"  {row.name} at {rate:,}/s: p50 {row.p50_s:.2f}s p99 {row.p99_s:.2f}s max {row.max_s:.2f}s",
+        flush=True,
+    )
+    return row
+
+
 def main() -> int:
     args = parse_args()
     chosen = [n for n in REPLICATORS if not args.only or any(part in n for part in args.only.split(","))]
@@ -293,19 +310,18 @@ def main() -> int:
         flush=True,
     )
     rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="mirrorflow-lag-") as tmp_dir,
-        two_clusters(Path(tmp_dir), heap=args.heap) as (source, target),
-    ):
-        ctx = Context(args, source, target, Path(tmp_dir))
-        for rate in rates:
-            for name in chosen:
-                row = measure(ctx, name, rate)
-                rows.append(row)
-                print(
-                    f"  {row.name} at {rate:,}/s: p50 {row.p50_s:.2f}s p99 {row.p99_s:.2f}s max {row.max_s:.2f}s",
-                    flush=True,
-                )
+    runs = [(rate, name) for rate in rates for name in chosen]
+    with tempfile.TemporaryDirectory(prefix="mirrorflow-lag-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        if args.fresh_clusters:
+            for index, (rate, name) in enumerate(runs):
+                with two_clusters(tmp / f"clusters-{index}", heap=args.heap) as (source, target):
+                    ctx = Context(args, source, target, tmp, counter=index)
+                    rows.append(measured(ctx, name, rate))
+        else:
+            with two_clusters(tmp, heap=args.heap) as (source, target):
+                ctx = Context(args, source, target, tmp)
+                rows.extend(measured(ctx, name, rate) for rate, name in runs)
     print()
     print_table(rows)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
