@@ -16,6 +16,10 @@ prints, from the moment the next task starts:
 - the lag a read_committed consumer of the target sees (arrival - the record's timestamp): p50
   and p99 over the 12 s before the handover, the largest in the --after seconds after it.
 
+Every handover's flow writes its progress to the same progress topic, so each one's next window
+meets the history of the ones before (--without-plan-read: its task reads that history itself,
+as before a plan handed the tasks its read of progress).
+
 Run: `.venv/bin/python benchmarks/handover_profile.py` (--partitions 1000 --repeat 3; --help).
 Figures go to docs/development/window-profile.md with the command.
 """
@@ -23,6 +27,7 @@ Figures go to docs/development/window-profile.md with the command.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -60,6 +65,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--after", type=float, default=12.0, help="seconds measured after the handover")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--without-plan-read",
+        action="store_true",
+        help="the tasks read progress from the topic's start, not on from the plan's read (as before it was handed to them)",
+    )
     return parser.parse_args()
 
 
@@ -165,6 +175,8 @@ def handover(args: argparse.Namespace, tmp: Path, source, target, timeline: Time
     def window(name: str, length_s: float, *, handover: bool):
         planned = service.plan_run(config, "A", "B", run_id=f"{name}-{prefix}")
         plan = Plan.from_json(read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+        if args.without_plan_read:
+            plan = dataclasses.replace(plan, progress_read=None)
         settings = window_settings(flow, started_ms=plan.created_ms, length_s=length_s, handover=handover)
         job = runner.copy_job_for(flow, clients, plan, workers=1)
         (assignment,) = assignments(plan, planned["plan_offset"], 1)

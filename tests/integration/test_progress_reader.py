@@ -8,7 +8,10 @@ import threading
 import time
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
+from mirrorflow.kafka import topic_ids
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey
 from mirrorflow.replicate.progress import ProgressReader, progress_record
 
 from .kafkatools import create_topics
@@ -135,3 +138,87 @@ def test_reading_ahead_reads_what_is_committed_without_waiting_and_the_settle_af
         reader.settle([("t", 0)])
         assert reader.get("t", 0).offset == 99
         assert reader.records_read == 51, "the settle read the history again"
+
+
+def topic_id(bootstrap: str, topic: str) -> str:
+    return topic_ids(AdminClient({"bootstrap.servers": bootstrap}), [topic], answered=True)[topic]
+
+
+def test_a_reader_started_from_a_plans_read_reads_only_what_came_after_and_finds_what_a_full_read_finds(
+    shared_clusters, unique
+) -> None:
+    """A plan hands its settled read of progress to the copy tasks (Plan.progress_read): a
+    window's task then reads the records written since the plan, not the topic's history, and
+    knows every partition's progress as a read from the start would, a tombstone included."""
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    producer = writer(b.bootstrap, unique("w"))
+    units = [(f"t{i}", i % 3) for i in range(40)]
+    for round_ in range(2):
+        for n, unit in enumerate(units):
+            commit(producer, topic, unit, round_ * 100 + n)
+    config = {"bootstrap.servers": b.bootstrap}
+    with ProgressReader(config, topic, "A") as plans:
+        plans.settle()
+        snapshot = plans.snapshot(topic_id(b.bootstrap, topic))
+    assert snapshot is not None and len(snapshot.entries) == len(units)
+
+    # After the plan: five partitions move on, one gets a tombstone (its progress removed).
+    for n, unit in enumerate(units[:5]):
+        commit(producer, topic, unit, 500 + n)
+    gone = SourceOffsetKey(cluster="A", topic=units[7][0], partition=units[7][1])
+    producer.begin_transaction()
+    producer.produce(topic, key=gone.key_bytes(), value=None, partition=gone.offsets_partition(PARTITIONS))
+    producer.commit_transaction(30)
+
+    with (
+        ProgressReader(
+            config, topic, "A", start=snapshot, start_id=lambda: topic_id(b.bootstrap, topic)
+        ) as task,
+        ProgressReader(config, topic, "A") as full,
+    ):
+        task.settle()
+        full.settle()
+        assert task.records_read == 6, "the task read the history the plan had read"
+        assert full.records_read == 2 * len(units) + 6
+        assert task.entries() == full.entries()
+        assert task.get(*units[0]).offset == 500 and task.get(*units[7]) is None
+
+
+def test_a_plans_read_of_a_progress_topic_deleted_and_made_again_is_not_taken(
+    shared_clusters, unique
+) -> None:
+    """The same offsets of a progress topic made again hold other records: a task reads it from
+    its start, and nothing the plan found in the old topic survives."""
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    old = writer(b.bootstrap, unique("old"))
+    for n in range(20):
+        commit(old, topic, ("t", n), n)
+    config = {"bootstrap.servers": b.bootstrap}
+    with ProgressReader(config, topic, "A") as plans:
+        plans.settle()
+        snapshot = plans.snapshot(topic_id(b.bootstrap, topic))
+    assert snapshot is not None
+    admin = AdminClient(config)
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 60
+    while True:  # the controller takes a moment to forget the old topic
+        try:
+            create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    new = writer(b.bootstrap, unique("new"))
+    commit(new, topic, ("u", 0), 7)
+
+    with ProgressReader(
+        config, topic, "A", start=snapshot, start_id=lambda: topic_id(b.bootstrap, topic)
+    ) as task:
+        task.settle()
+        assert task.entries() == {("u", 0): task.get("u", 0)} and task.get("u", 0).offset == 7
+        assert task.records_read == 1

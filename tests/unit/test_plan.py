@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 import zlib
 
@@ -9,6 +11,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.kafka import KafkaCallError
 from mirrorflow.replicate.plan import COPY_SLOTS, SLICE_UNIT_COST, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.planner import planned_topic_ids
+from mirrorflow.replicate.progress_records import ProgressSnapshot, Stored
 
 
 def _plan(spans, tasks_max=2, max_records=100):
@@ -86,6 +89,18 @@ def test_writer_slots_are_a_fixed_hash_of_topic_and_partition() -> None:
 def test_plan_round_trips_through_json() -> None:
     plan = _plan([PartitionSpan("t", 0, "A.t", 3, 9, progress=2, lost=1)])
     assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_a_plans_read_of_progress_round_trips_through_json_in_pieces_and_older_plans_have_none() -> None:
+    entries = tuple((f"t{i}", i % 3, 100 + i, "sid,rid" if i % 2 else "", 2, f"c{i}") for i in range(2500))
+    read = ProgressSnapshot("mm2-offsets.A.internal", "id-1", (5, 0, 17), entries)
+    plan = dataclasses.replace(_plan([PartitionSpan("t", 0, "A.t", 3, 9, progress=2)]), progress_read=read)
+    pieces = list(plan.json_pieces(rows_per_piece=1000))
+    assert max(len(piece) for piece in pieces) < 60_000, "the entries were not cut into pieces"
+    again = Plan.from_json("".join(pieces))
+    assert again == plan and again.progress_read.stored()[("t7", 1)] == Stored(107, "sid,rid", 2, "c7")
+    older = json.loads(_plan([]).to_json())
+    assert "progress_read" not in older and Plan.from_json(json.dumps(older)).progress_read is None
 
 
 def test_summary_counts_per_topic() -> None:

@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
+from mirrorflow.replicate.progress_records import ProgressSnapshot
+
 COPY_SLOTS = 256
 """Writer slots per flow. A source partition's copy is written under the transactional.id of
 its slot, one of COPY_SLOTS fixed by a hash of (topic, partition): every writer of a partition,
@@ -134,6 +136,10 @@ class Plan:
     created_topics: tuple[str, ...] = ()
     slots: int = COPY_SLOTS
     """The flow's writer slots (flow_writer_slots): how its partitions map to transactional ids."""
+    progress_read: ProgressSnapshot | None = None
+    """The settled read of the flow's progress this plan was made from, handed to the copy tasks
+    (CopyJob.progress_start): they read only what was written after it. None in plans of older
+    versions, and when the progress topic's id was not known."""
 
     @property
     def flow(self) -> str:
@@ -190,7 +196,9 @@ class Plan:
         """The plan's JSON in pieces of at most `rows_per_piece` spans, for the run-records
         writer to chunk as they come: a plan of 120,000 partitions is ~11 MB of JSON, and it
         need not exist as one string. Spans are rows in PartitionSpan's field order."""
-        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "spans"}
+        head = {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("spans", "progress_read")
+        }
         head["created_topics"] = list(self.created_topics)
         yield json.dumps(head, separators=(",", ":"))[:-1] + ',"spans":['
         for first in range(0, len(self.spans), rows_per_piece):
@@ -212,7 +220,11 @@ class Plan:
                 for s in self.spans[first : first + rows_per_piece]
             ]
             yield ("," if first else "") + json.dumps(rows, separators=(",", ":"))[1:-1]
-        yield "]}"
+        yield "]"
+        if self.progress_read is not None:
+            yield ',"progress_read":'
+            yield from self.progress_read.json_pieces(rows_per_piece)
+        yield "}"
 
     def to_json(self) -> str:
         return "".join(self.json_pieces())
@@ -222,4 +234,6 @@ class Plan:
         data = json.loads(text)
         data["spans"] = tuple(PartitionSpan(*row) for row in data["spans"])
         data["created_topics"] = tuple(data.get("created_topics", ()))
+        read = data.get("progress_read")
+        data["progress_read"] = None if read is None else ProgressSnapshot.from_json_data(read)
         return cls(**data)

@@ -28,9 +28,10 @@ from mirrorflow.replicate.copy.recovery.progress_sweep import end_hanging_progre
 from mirrorflow.replicate.plan import PartitionSpan, Plan, flow_writer_slots
 from mirrorflow.replicate.progress import (
     ProgressBlocked,
+    ProgressReader,
+    ProgressSnapshot,
     Stored,
     incarnation,
-    read_progress_entries,
     split_incarnation,
 )
 from mirrorflow.replicate.topics import COMPACTED, RemoteTopics, ensure_topic, sync_remote_topics
@@ -90,7 +91,26 @@ def prepare_internal_topics(flow: FlowConfig, clients: FlowClients) -> list[str]
     return created
 
 
-def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[str, int], Stored]:
+def _settled_read(
+    clients: FlowClients, topic: str, source: str, limit: float, start: ProgressSnapshot | None
+) -> ProgressSnapshot | None:
+    """A settle of the whole progress topic, as a snapshot (its id left to the caller); None
+    when the topic does not exist yet. From `start` on (an earlier plan's read) when it was read
+    from the topic that is there now."""
+
+    def topic_id() -> str:
+        return topic_ids(admin_client(clients.target_admin), [topic], answered=True).get(topic, "")
+
+    with ProgressReader(
+        clients.target_consumer, topic, source, timeout_s=limit, start=start, start_id=topic_id
+    ) as progress:
+        progress.settle()
+        return progress.snapshot("")
+
+
+def read_settled_progress(
+    flow: FlowConfig, clients: FlowClients, start: ProgressSnapshot | None = None
+) -> ProgressSnapshot | None:
     """All of the flow's progress, every transaction open in it decided. One still open after
     the flow's transaction.timeout.ms is hanging (a broker dropped its abort marker, as after a
     target crash): it would hold this read, and every later one, for good, so it is ended with
@@ -99,7 +119,7 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
     limit = settle_timeout_s(clients.target_producer)
     topic = flow.offset_storage_topic
     try:
-        return read_progress_entries(clients.target_consumer, topic, flow.source, timeout_s=limit)
+        return _settled_read(clients, topic, flow.source, limit, start)
     except ProgressBlocked as exc:
         stuck = exc.stuck
     bootstrap = str(clients.target_producer.get("bootstrap.servers", ""))
@@ -126,7 +146,7 @@ def read_settled_progress(flow: FlowConfig, clients: FlowClients) -> dict[tuple[
     finally:
         for consumer in ends:
             consumer.close()
-    return read_progress_entries(clients.target_consumer, topic, flow.source, timeout_s=limit)
+    return _settled_read(clients, topic, flow.source, limit, start)
 
 
 def make_plan(
@@ -137,16 +157,25 @@ def make_plan(
     mode: str = "replicate",
     until_ms: int | None = None,
     delivery: str | None = None,
+    progress_from: ProgressSnapshot | None = None,
 ) -> PlanOutcome:
+    """The plan of one run (or of a window's refresh); `progress_from`: an earlier plan's read of
+    progress to read on from (a window's refreshes), instead of the topic's start."""
     source_admin = admin_client(clients.source_admin)
     target_admin = admin_client(clients.target_admin)
     topics = sync_remote_topics(flow, source_admin, target_admin)
     internal = prepare_internal_topics(flow, clients)
-    progress = read_settled_progress(flow, clients)
+    progress_read = read_settled_progress(flow, clients, progress_from)
+    progress = {} if progress_read is None else progress_read.stored()
 
     ready = topics.ready()
     source_ids = planned_topic_ids(source_admin, ready, flow.source)
-    remote_ids = planned_topic_ids(target_admin, ready.values(), flow.target)
+    # The progress topic's id with the remote topics' (one request): the tasks take this plan's
+    # read of progress only from the topic it was read from.
+    remote_ids = planned_topic_ids(target_admin, [*ready.values(), flow.offset_storage_topic], flow.target)
+    progress_id = remote_ids.get(flow.offset_storage_topic, "")
+    if progress_read is not None:
+        progress_read = dataclasses.replace(progress_read, topic_id=progress_id) if progress_id else None
     parts = [(t, p) for t in ready for p in range(topics.partitions[t])]
     earliest = list_offsets(source_admin, parts, OffsetSpec.earliest())
     stable = list_offsets(source_admin, parts, OffsetSpec.latest(), read_committed=True)
@@ -229,6 +258,7 @@ def make_plan(
         spans=tuple(spans),
         created_topics=tuple(topics.created),
         slots=slots,
+        progress_read=progress_read,
     )
     return PlanOutcome(plan, topics, tuple(internal))
 

@@ -19,22 +19,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 
-from mirrorflow.kafka import POLL_S, KafkaCallError, reader
+from mirrorflow.kafka import KafkaCallError, reader
 from mirrorflow.kafka_offsets import consumer_offsets
-from mirrorflow.mm2.connect_offsets import (
-    MIRROR_SOURCE_CONNECTOR,
-    ConnectOffsetFormatError,
-    SourceOffsetKey,
-    decode_offset_entry,
-)
+from mirrorflow.mm2.connect_offsets import SourceOffsetKey
+from mirrorflow.replicate.progress_fetch import read_until
 from mirrorflow.replicate.progress_records import (
     ProgressBlocked,
     ProgressReadError,
+    ProgressSnapshot,
     Stored,
     incarnation,
     progress_record,
@@ -46,6 +43,7 @@ __all__ = [
     "ProgressBlocked",
     "ProgressReadError",
     "ProgressReader",
+    "ProgressSnapshot",
     "Stored",
     "incarnation",
     "progress_record",
@@ -103,6 +101,10 @@ class ProgressReader:
     records written since the last call, not a read of the topic from its start: a run's cost grows
     with its partitions, not with their square. Partitions are assigned only while a settle
     reads them, so an idle reader sends no fetches.
+
+    `start`: a snapshot of an earlier settled read of the same topic (a plan's), taken at the
+    first read when `start_id` (the topic's id now) names the topic it was read from: the reader
+    then reads only what was written after it.
     """
 
     def __init__(
@@ -112,6 +114,8 @@ class ProgressReader:
         source_alias: str,
         *,
         timeout_s: float = SETTLE_TIMEOUT_S,
+        start: ProgressSnapshot | None = None,
+        start_id: Callable[[], str] | None = None,
     ) -> None:
         self.topic, self.source_alias, self.timeout_s = progress_topic, source_alias, timeout_s
         self._config = consumer_config
@@ -142,6 +146,7 @@ class ProgressReader:
         self._asked: list[tuple[str, int]] | None = []  # what the next round reads; None: all
         self._failures: dict[int, BaseException] = {}
         self.records_read = 0
+        self._start, self._start_id = start, start_id
 
     def close(self) -> None:
         self._consumer.close()
@@ -159,6 +164,36 @@ class ProgressReader:
     def rounds(self) -> int:
         """Settle rounds read so far (see settle)."""
         return self._finished
+
+    def snapshot(self, topic_id: str) -> ProgressSnapshot | None:
+        """What a settle of the whole topic found and how far it read (None before one)."""
+        count = self._count
+        if not count or any(p not in self._next for p in range(count)):
+            return None
+        return ProgressSnapshot(
+            self.topic,
+            topic_id,
+            tuple(self._next[p] for p in range(count)),
+            tuple((t, p, s.offset, s.incarnation, s.slots, s.commit) for (t, p), s in self._found.items()),
+        )
+
+    def _take_start(self) -> None:
+        """Seed the reader with `start` before its first read (the caller runs the round)."""
+        start, self._start = self._start, None
+        if start is None or self._next or self._start_id is None:
+            return
+        try:
+            now = self._start_id()
+        except Exception as exc:  # the read from the start that follows meets what is wrong
+            log.info(
+                "progress topic %s: its id could not be read (%s); reading it from its start", self.topic, exc
+            )
+            return
+        if start.topic != self.topic or now != start.topic_id:
+            log.info("progress topic %s is not the one the plan read; reading it from its start", self.topic)
+            return
+        self._next.update(enumerate(start.positions))
+        self._found.update(start.stored())
 
     def get(self, topic: str, partition: int) -> Stored | None:
         return self._found.get((topic, partition))
@@ -234,6 +269,7 @@ class ProgressReader:
             return max(0.1, deadline - time.monotonic())
 
         try:
+            self._take_start()
             count = self._partition_count(left())
             if count:
                 wanted = sorted({self._offsets_partition(where, count) for where in only})
@@ -255,6 +291,7 @@ class ProgressReader:
                 self._rounds.notify_all()
 
     def _settle(self, only: Iterable[tuple[str, int]] | None) -> None:
+        self._take_start()
         count = self._partition_count()
         if not count:
             return
@@ -313,65 +350,13 @@ class ProgressReader:
         return self._count
 
     def _read_until(self, targets: dict[int, int], timeout_s: float | None = None) -> None:
-        topic, consumer = self.topic, self._consumer
-        # Assigned only while reading, from the first offset not seen yet: an idle reader sends
-        # no fetches, and a new assignment fetches at once (a resumed pause waits about 1 s).
-        assigned = [TopicPartition(topic, p, self._next[p]) for p in targets]
-        consumer.incremental_assign(assigned)
-        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        try:
-            while targets:
-                if time.monotonic() > deadline:
-                    stuck = {p: self._next[p] for p in targets}
-                    raise ProgressBlocked(
-                        f"progress topic {topic}: a transaction stayed open for {self.timeout_s:.0f}s in "
-                        + ", ".join(f"partition {p} from offset {o}" for p, o in sorted(stuck.items()))
-                        + ", longer than any live writer of the flow keeps one open (the broker aborts it "
-                        "after transaction.timeout.ms): it is hanging, left by a broker that lost its abort "
-                        "marker. The flow's next replicate run ends it; or end it with kafka-transactions.sh "
-                        f"abort --topic {topic} --partition N --start-offset OFFSET",
-                        stuck,
-                    )
-                # poll() returns with the first record; consume() would wait out its timeout
-                # unless it filled the whole batch.
-                first = consumer.poll(POLL_S)
-                batch = [] if first is None else [first, *consumer.consume(1000, timeout=0)]
-                for message in batch:
-                    partition = message.partition()
-                    error = message.error()
-                    if error is not None:
-                        if error.code() != KafkaError._PARTITION_EOF:
-                            raise KafkaException(error)
-                        seen = message.offset()
-                    else:
-                        _apply(self._found, message.key(), message.value(), self.source_alias)
-                        self.records_read += 1
-                        seen = message.offset() + 1
-                    if partition not in self._next:
-                        continue
-                    if seen > self._next[partition]:
-                        self._next[partition] = seen
-                    if partition in targets and self._next[partition] >= targets[partition]:
-                        del targets[partition]
-        finally:
-            consumer.incremental_unassign(assigned)
-
-
-def _apply(
-    found: dict[tuple[str, int], Stored], key: bytes | None, value: bytes | None, source_alias: str
-) -> None:
-    try:
-        parsed = SourceOffsetKey.decode(key)
-    except ConnectOffsetFormatError:
-        return  # checkpoint/heartbeat connectors and other connectors share this topic
-    if parsed.cluster != source_alias or parsed.connector != MIRROR_SOURCE_CONNECTOR:
-        return
-    where = (parsed.topic, parsed.partition)
-    try:
-        entry = decode_offset_entry(value)
-    except ConnectOffsetFormatError:
-        return
-    if entry.offset is None:
-        found.pop(where, None)
-    else:
-        found[where] = Stored(entry.offset, entry.incarnation, entry.slots, entry.commit)
+        self.records_read += read_until(
+            self._consumer,
+            self.topic,
+            self.source_alias,
+            targets,
+            self._next,
+            self._found,
+            timeout_s=self.timeout_s if timeout_s is None else timeout_s,
+            limit_s=self.timeout_s,
+        )

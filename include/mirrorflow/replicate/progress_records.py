@@ -5,7 +5,10 @@ format (mirrorflow.mm2.connect_offsets). Reading progress back is mirrorflow.rep
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey, encode_offset_value, java_partition
 
@@ -44,6 +47,49 @@ class Stored:
     @property
     def floor(self) -> int:
         return split_incarnation(self.incarnation)[2]
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """A settled read of a source cluster's whole progress: what it found and how far it read
+    each partition of the progress topic. A reader seeded with it (ProgressReader, `start`) reads
+    only what was written after, as if it had read the topic from its start itself: a plan hands
+    its read to the copy tasks this way, so a window's tasks do not each read the topic's history
+    again (which grows through the day until a segment rolls and is compacted)."""
+
+    topic: str
+    topic_id: str
+    """The progress topic's id when it was read: a topic deleted and made again since has other
+    records at the same offsets, and a seed of it is not taken."""
+    positions: tuple[int, ...]
+    """The next offset not read, partition by partition (index = partition)."""
+    entries: tuple[tuple[str, int, int, str, int, str], ...]
+    """(topic, partition, offset, incarnation, slots, commit) of every source partition found."""
+
+    def stored(self) -> dict[tuple[str, int], Stored]:
+        return {
+            (t, p): Stored(offset, inc, slots, commit) for t, p, offset, inc, slots, commit in self.entries
+        }
+
+    def json_pieces(self, rows_per_piece: int = 1000) -> Iterator[str]:
+        """Its JSON object in pieces (a flow of 120,000 partitions has as many entries)."""
+        head = {"topic": self.topic, "topic_id": self.topic_id, "positions": list(self.positions)}
+        yield json.dumps(head, separators=(",", ":"))[:-1] + ',"entries":['
+        for first in range(0, len(self.entries), rows_per_piece):
+            rows = [list(row) for row in self.entries[first : first + rows_per_piece]]
+            yield ("," if first else "") + json.dumps(rows, separators=(",", ":"))[1:-1]
+        yield "]}"
+
+    @classmethod
+    def from_json_data(cls, data: dict[str, Any]) -> ProgressSnapshot:
+        return cls(
+            topic=data["topic"],
+            topic_id=data["topic_id"],
+            positions=tuple(int(p) for p in data["positions"]),
+            entries=tuple(
+                (str(t), int(p), int(o), str(i), int(s), str(c)) for t, p, o, i, s, c in data["entries"]
+            ),
+        )
 
 
 def incarnation(source_id: str, remote_id: str, floor: int = 0) -> str:

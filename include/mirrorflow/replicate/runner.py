@@ -57,6 +57,7 @@ def copy_job_for(
         remote_topics={span.topic: span.remote_topic for span in plan.spans},
         slots=plan.slots,
         older_slots=tuple(sorted({s.progress_slots for s in plan.spans} - {plan.slots, 0})),
+        progress_start=plan.progress_read,
         group_partitions=WINDOW_GROUP_PARTITIONS if flow.replicate_mode == MICRO_BATCH else GROUP_PARTITIONS,
     )
 

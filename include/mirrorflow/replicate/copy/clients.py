@@ -115,6 +115,8 @@ class SharedClients:
             job.progress_topic,
             job.source,
             timeout_s=settle_timeout_s(job.target_producer),
+            start=job.progress_start,
+            start_id=self._progress_topic_id,
         )
         self.progress_partitions: int | None = None
         self._writers: dict[int, Any] = {}
@@ -231,8 +233,7 @@ class SharedClients:
             return live.answer
         return self._ask_topic_ids(source_topics, remote_topics)
 
-    def _ask_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
-        stats.add("topic_id_checks")
+    def _admin_pair(self) -> tuple[AdminClient, AdminClient]:
         job = self.job
         with self._lock:
             if self._admins is None:
@@ -240,12 +241,22 @@ class SharedClients:
                     admin_client(job.source_admin or job.source_consumer),
                     admin_client(job.target_admin or job.target_consumer),
                 )
-            source_admin, target_admin = self._admins
+            return self._admins
+
+    def _ask_topic_ids(self, source_topics: Iterable[str], remote_topics: Iterable[str]) -> tuple[dict, dict]:
+        stats.add("topic_id_checks")
+        source_admin, target_admin = self._admin_pair()
         source_watch, target_watch = self.watches
         return (
             described_topic_ids(source_admin, source_topics, source_watch),
             described_topic_ids(target_admin, remote_topics, target_watch),
         )
+
+    def _progress_topic_id(self) -> str:
+        """The progress topic's id now: the reader takes the plan's read of it only for the same
+        topic (one DescribeTopics, at its first read)."""
+        topic = self.job.progress_topic
+        return described_topic_ids(self._admin_pair()[1], [topic], self.watches[1]).get(topic, "")
 
     def end_readers(self) -> tuple[Consumer, Consumer]:
         """(read_committed, read_uncommitted) consumers whose end-offset queries give the last

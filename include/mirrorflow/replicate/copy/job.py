@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
+from mirrorflow.replicate.progress_records import ProgressSnapshot
 
 DEFAULT_TRANSACTION_TIMEOUT_MS = 60000  # librdkafka's default
 
@@ -66,6 +67,8 @@ class CopyJob:
     workers: int = 1
     """How many workers share the cap (a run's tasks): each holds its reads to an equal share."""
     remote_topics: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """Source topic -> remote topic for every topic of the plan: what a writer's landed check
+    (copy/recovery/landed.py) reads when its settle meets a hanging progress record of any of them."""
     group_partitions: int = GROUP_PARTITIONS
     """How many small partitions of a slot share a transaction (schedule.py)."""
     older_slots: tuple[int, ...] = ()
@@ -75,8 +78,9 @@ class CopyJob:
     slots: int = COPY_SLOTS
     """The flow's writer slots (plan.flow_writer_slots): a partition's transactional.id is its
     slot's of this many; what its progress records say they were written under."""
-    """Source topic -> remote topic for every topic of the plan: what a writer's landed check
-    (copy/recovery/landed.py) reads when its settle meets a hanging progress record of any of them."""
+    progress_start: ProgressSnapshot | None = field(default=None, repr=False)
+    """The plan's settled read of the flow's progress: each worker's progress reader starts from
+    it and reads only what was written since (ProgressReader `start`), not the topic's history."""
 
     @property
     def chunk_seconds(self) -> float:

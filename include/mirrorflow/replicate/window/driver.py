@@ -14,6 +14,7 @@ differs. While the tasks copy, the driver:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -124,15 +125,21 @@ class WindowDriver:
     # -- while the tasks copy --------------------------------------------------------------------
     def _refresh(self) -> None:
         assert self.settings.refresh_s is not None
+        # Each refresh reads progress on from the last plan's read, not from the topic's start.
+        progress_read = self.plan.progress_read
         while not self._done.wait(self.settings.refresh_s):
             try:
-                outcome = make_plan(self.flow, self.clients, run_id=self.plan.run_id)
+                outcome = make_plan(
+                    self.flow, self.clients, run_id=self.plan.run_id, progress_from=progress_read
+                )
+                progress_read = outcome.plan.progress_read or progress_read
+                # The tasks take new partitions from it; they keep the window plan's read of progress.
                 runs.write_run_record(
                     self.clients.target_producer,
                     self.flow.name,
                     self.plan.run_id,
                     REFRESH,
-                    outcome.plan.json_pieces(),
+                    dataclasses.replace(outcome.plan, progress_read=None).json_pieces(),
                 )
             except Exception as exc:  # noqa: BLE001 - the next refresh tries again; the copy goes on
                 log.warning(
