@@ -9,6 +9,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -32,7 +34,7 @@ from mirrorflow.ops.acl_check import MissingAcl
 from mirrorflow.policy.provenance import RECORD_HEADROOM
 from mirrorflow.replicate.topics import sync_remote_topics
 
-from ..conftest import Cluster
+from ..conftest import WITH_AUTHORIZER, Cluster
 from .kafkatools import create_topics
 from .mirror_setup import mm2_config, mm2_text
 
@@ -294,27 +296,29 @@ def test_remote_topics_are_created_and_grown_in_requests_under_kafkas_partition_
 ) -> None:
     """Kafka refuses a CreateTopics or CreatePartitions request of more than 10,000 partitions:
     a first run over 2,000 topics of 10 partitions failed for every topic. Requests are cut;
-    here the cut is lowered to 4 partitions so a few topics take several real requests."""
+    here the cut is lowered to 5 records (a topic, its 3 partitions and the one config it is
+    created with) so a few topics take several real requests."""
+    from mirrorflow import admin_batches
     from mirrorflow.kafka import await_topics
     from mirrorflow.replicate import topics as remote_topics
 
     a, b = kafka_clusters(2)
-    monkeypatch.setattr(remote_topics, "PARTITIONS_PER_REQUEST", 4)
+    monkeypatch.setattr(admin_batches, "RECORDS_PER_REQUEST", 5)
     create_topics(a.bootstrap, *((f"t{i}", 3) for i in range(5)))
     seen: list[int] = []
-    cut = remote_topics.partition_batches
+    cut = remote_topics.request_batches
 
-    def recording(items, partitions):
-        for batch in cut(items, partitions):
-            seen.append(sum(partitions(item) for item in batch))
+    def recording(items, records):
+        for batch in cut(items, records):
+            seen.append(sum(records(item) for item in batch))
             yield batch
 
-    monkeypatch.setattr(remote_topics, "partition_batches", recording)
+    monkeypatch.setattr(remote_topics, "request_batches", recording)
     flow = mm2_config([a, b], ["A->B"]).flow("A", "B")
 
     created = run_refresh_topics(flow)
     assert sorted(created["created"]) == [f"A.t{i}" for i in range(5)] and created["errors"] == {}
-    assert seen == [3, 3, 3, 3, 3], "one 3-partition topic per request under a limit of 4"
+    assert seen == [5, 5, 5, 5, 5], "one topic of 3 partitions per request under a limit of 5 records"
 
     source = admin(a)
     for future in source.create_partitions([NewPartitions(f"t{i}", 5) for i in range(5)]).values():
@@ -367,3 +371,96 @@ def test_a_create_that_lost_a_race_returns_once_the_topic_and_its_id_are_served(
         if lost >= 3:
             break
     assert lost, "the rival create never won the race in 12 tries"
+
+
+# Copied by MM2's default config.properties.exclude: each is a record of the topic's creation.
+EIGHT_CONFIGS = {
+    "retention.ms": "86400000",
+    "retention.bytes": "1073741824",
+    "segment.bytes": "104857600",
+    "segment.ms": "3600000",
+    "cleanup.policy": "delete",
+    "compression.type": "lz4",
+    "delete.retention.ms": "3600000",
+    "max.message.bytes": "1048588",
+}
+
+
+def test_many_small_topics_with_configs_are_created_and_synced_in_requests_kafkas_controller_takes(
+    local_kafka,
+) -> None:
+    """1,300 one-partition topics with eight configs each: 1,300 partitions, under the
+    controller's 10,000-partition bound, but 13,000 metadata records, over its bound of 10,000
+    records a request. One request was refused for every topic (POLICY_VIOLATION, "excessively
+    large batch operation"), on every run, as MirrorMaker 2's remote topics are (KAFKA-19327).
+    Then eight configs of each change on the source: 10,400 changes for the config sync."""
+    from mirrorflow.kafka import await_topics
+    from mirrorflow.replicate.topics import RemoteTopics
+
+    # Clusters of its own: 2,200 topics would outlast the shared clusters' emptying after a test.
+    a, b = (
+        Cluster(alias, kafka.bootstrap, kafka)
+        for alias, kafka in (("A", local_kafka()), ("B", local_kafka()))
+    )
+    names = [f"small-{i:04d}" for i in range(1_300)]
+    source = admin(a)
+    for first in range(0, len(names), 400):  # the source's own requests under the bound too
+        made = source.create_topics(
+            [NewTopic(n, 1, 1, config=EIGHT_CONFIGS) for n in names[first : first + 400]]
+        )
+        for future in made.values():
+            future.result(60)
+    await_topics(source, dict.fromkeys(names, 1))
+    flow = mm2_config([a, b], ["A->B"], "topics = small-.*\n").flow("A", "B")
+
+    out: RemoteTopics = sync_remote_topics(flow, admin(a), admin(b))
+
+    assert out.errors == {}, list(out.errors.values())[:3]
+    assert sorted(out.created) == [f"A.{n}" for n in names]
+    target = admin(b)  # kept: a client collected mid-call ends its calls
+    described = target.describe_configs([ConfigResource(ResourceType.TOPIC, "A.small-0777")])
+    (configs,) = (future.result(30) for future in described.values())
+    assert configs["compression.type"].value == "lz4" and configs["retention.ms"].value == "86400000"
+
+    changed = {**{key: str(int(value) * 2) for key, value in EIGHT_CONFIGS.items() if value.isdigit()}}
+    changed |= {"cleanup.policy": "compact", "compression.type": "zstd"}
+    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in changed.items()]
+    resources = [ConfigResource(ResourceType.TOPIC, n, incremental_configs=ops) for n in names]
+    for first in range(0, len(resources), 400):
+        for future in source.incremental_alter_configs(resources[first : first + 400]).values():
+            future.result(60)
+
+    synced = run_sync_topic_configs(flow)
+
+    assert synced["errors"] == {} and len(synced["topics"]) == len(names)
+    described = target.describe_configs([ConfigResource(ResourceType.TOPIC, "A.small-1234")])
+    (configs,) = (future.result(30) for future in described.values())
+    assert configs["compression.type"].value == "zstd" and configs["retention.ms"].value == "172800000"
+
+
+def test_more_acls_than_kafkas_controller_takes_in_a_request_are_synced_in_several(local_kafka) -> None:
+    """10,400 topic ACLs (a principal each): one CreateAcls of all of them is 10,400 new ACLs,
+    over the controller's bound of 10,000 records a request, and was refused for every ACL."""
+    from mirrorflow.admin_batches import request_batches
+
+    # Clusters of their own: the shared ones are emptied with one DeleteAcls, which the same bound
+    # refuses past 10,000.
+    a, b = (
+        Cluster(alias, kafka.bootstrap, kafka)
+        for alias, kafka in (
+            ("A", local_kafka(security=WITH_AUTHORIZER)),
+            ("B", local_kafka(security=WITH_AUTHORIZER)),
+        )
+    )
+    create_topics(a.bootstrap, ("orders", 1))
+    source = admin(a)
+    wanted = [acl("orders", "READ", principal=f"User:reader-{i:05d}") for i in range(10_400)]
+    for batch in request_batches(wanted, lambda _: 1):
+        for future in source.create_acls(batch).values():
+            future.result(60)
+
+    result = run_sync_topic_acls(mm2_config([a, b], ["A->B"]).flow("A", "B"))
+
+    assert result["errors"] == {}, list(result["errors"].items())[:3]
+    assert len(result["synced"]) == 10_400
+    assert len(target_acls(b)) == 10_400

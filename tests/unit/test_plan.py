@@ -151,16 +151,6 @@ def test_losses_are_ranges_so_attempts_that_meet_the_same_gap_count_it_once() ->
     assert merged.per_topic()["t"]["lost_to_retention"] == 35 + 4
 
 
-def test_partition_batches_keep_order_and_stay_under_the_limit() -> None:
-    from mirrorflow.replicate.topics import PARTITIONS_PER_REQUEST, partition_batches
-
-    sizes = [10] * 1_200 + [7_000] + [3] * 5
-    batches = list(partition_batches(sizes, lambda n: n))
-    assert [n for batch in batches for n in batch] == sizes
-    assert all(sum(batch) <= PARTITIONS_PER_REQUEST or len(batch) == 1 for batch in batches)
-    assert [7_000] in batches, "a topic above the limit goes alone"
-
-
 def test_topic_ids_a_plan_gets_no_answer_for_fail_the_plan() -> None:
     """Read as "no ID", an unanswered describe would hide a recreated topic: the plan would append
     to a rebuilt remote topic after its hole, or copy a new source topic as the old one."""

@@ -36,6 +36,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.admin_batches import request_batches
 from mirrorflow.clients import FlowClients, check_reachable
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.airflow_connections import ConnectionExtra
@@ -128,16 +129,18 @@ def sync_topic_configs(flow: FlowConfig, source_admin: AdminClient, target_admin
             resources[remote] = _alter_resource(remote, ops)
     if not resources:
         return out
-    futures = target_admin.incremental_alter_configs(list(resources.values()), request_timeout=TIMEOUT_S)
-    for resource, future in futures.items():
-        try:
-            future.result(TIMEOUT_S)
-        except KafkaException as exc:
-            error = exc.args[0]
-            out.errors[resource.name] = (
-                f"cannot alter the configs of {resource.name}: {error.name()}: {error.str()}"
-            )
-            out.ops.pop(resource.name, None)
+    # A record for each config that changes, at most one an operation (admin_batches).
+    for batch in request_batches(list(resources.values()), lambda r: len(r.incremental_configs)):
+        futures = target_admin.incremental_alter_configs(batch, request_timeout=TIMEOUT_S)
+        for resource, future in futures.items():
+            try:
+                future.result(TIMEOUT_S)
+            except KafkaException as exc:
+                error = exc.args[0]
+                out.errors[resource.name] = (
+                    f"cannot alter the configs of {resource.name}: {error.name()}: {error.str()}"
+                )
+                out.ops.pop(resource.name, None)
     return out
 
 
@@ -252,13 +255,14 @@ def sync_topic_acls(flow: FlowConfig, source_admin: AdminClient, target_admin: A
     out = AclSync()
     if not wanted:
         return out
-    for binding, future in target_admin.create_acls(wanted, request_timeout=TIMEOUT_S).items():
-        try:
-            future.result(TIMEOUT_S)
-            out.synced.append(binding)
-        except KafkaException as exc:
-            error = exc.args[0]
-            out.errors[_acl_text(binding)] = f"{error.name()}: {error.str()}"
+    for batch in request_batches(wanted, lambda _: 1):  # a record for each new ACL
+        for binding, future in target_admin.create_acls(batch, request_timeout=TIMEOUT_S).items():
+            try:
+                future.result(TIMEOUT_S)
+                out.synced.append(binding)
+            except KafkaException as exc:
+                error = exc.args[0]
+                out.errors[_acl_text(binding)] = f"{error.name()}: {error.str()}"
     return out
 
 

@@ -8,9 +8,8 @@ that pass config.properties.exclude; partitions only ever grow; nothing is delet
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -22,6 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.admin_batches import new_topic_records, request_batches
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import await_topics
 from mirrorflow.policy import should_replicate_topic
@@ -82,31 +82,6 @@ def _create_error_message(flow: FlowConfig, remote: str, error: KafkaError) -> s
     return f"cannot create {remote}: {error.name()}: {error.str()}"
 
 
-# Kafka's controller refuses a CreateTopics or CreatePartitions request that creates more than
-# 10,000 partitions ("Excessively large number of partitions per request", POLICY_VIOLATION),
-# whatever the topics: a flow's first run over 2,000 topics of 10 partitions met it. Requests
-# stay well under.
-PARTITIONS_PER_REQUEST = 5_000
-
-T = TypeVar("T")
-
-
-def partition_batches(items: Sequence[T], partitions: Callable[[T], int]) -> Iterator[list[T]]:
-    """`items` in order, cut into requests that create at most PARTITIONS_PER_REQUEST partitions
-    each (a single item above it goes alone)."""
-    batch: list[T] = []
-    count = 0
-    for item in items:
-        size = partitions(item)
-        if batch and count + size > PARTITIONS_PER_REQUEST:
-            yield batch
-            batch, count = [], 0
-        batch.append(item)
-        count += size
-    if batch:
-        yield batch
-
-
 def sync_remote_topics(
     flow: FlowConfig, source_admin: AdminClient, target_admin: AdminClient
 ) -> RemoteTopics:
@@ -134,7 +109,7 @@ def sync_remote_topics(
             for t in missing
         ]
         by_remote = {out.remote[t]: t for t in missing}
-        for batch in partition_batches(new, lambda topic: topic.num_partitions):
+        for batch in request_batches(new, new_topic_records):
             for remote, future in target_admin.create_topics(batch, request_timeout=TIMEOUT_S).items():
                 try:
                     future.result(TIMEOUT_S)
@@ -153,7 +128,7 @@ def sync_remote_topics(
             grow[remote] = (topic, len(meta.partitions))
     if grow:
         requests = [NewPartitions(remote, out.partitions[topic]) for remote, (topic, _) in grow.items()]
-        for batch in partition_batches(requests, lambda r: r.new_total_count - grow[r.topic][1]):
+        for batch in request_batches(requests, lambda r: r.new_total_count - grow[r.topic][1]):
             for remote, future in target_admin.create_partitions(batch, request_timeout=TIMEOUT_S).items():
                 topic, before = grow[remote]
                 try:
