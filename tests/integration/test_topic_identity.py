@@ -199,7 +199,7 @@ def test_a_remote_topic_another_run_copied_into_after_this_plan_created_it_is_no
     produce(a.bootstrap, topic, batch("r", 5))
     config = mirror_config([a, b], ["A->B"], {"topics": topic})
 
-    read_progress = planner.read_progress_entries
+    read_progress = planner._settled_read  # the plan's read of progress
     raced: list[int] = []
 
     def other_run_copies_first(*args, **kwargs):
@@ -208,7 +208,7 @@ def test_a_remote_topic_another_run_copied_into_after_this_plan_created_it_is_no
             raced[0] = run_once(config, "A", "B").records
         return read_progress(*args, **kwargs)
 
-    monkeypatch.setattr(planner, "read_progress_entries", other_run_copies_first)
+    monkeypatch.setattr(planner, "_settled_read", other_run_copies_first)
     run = run_once(config, "A", "B", report=True)
 
     assert raced == [5]
