@@ -92,14 +92,19 @@ def prepare_internal_topics(flow: FlowConfig, clients: FlowClients) -> list[str]
 
 
 def _settled_read(
-    clients: FlowClients, topic: str, source: str, limit: float, start: ProgressSnapshot | None
+    clients: FlowClients,
+    target_admin: AdminClient,
+    topic: str,
+    source: str,
+    limit: float,
+    start: ProgressSnapshot | None,
 ) -> ProgressSnapshot | None:
     """A settle of the whole progress topic, as a snapshot (its id left to the caller); None
     when the topic does not exist yet. From `start` on (an earlier plan's read) when it was read
     from the topic that is there now."""
 
     def topic_id() -> str:
-        return topic_ids(admin_client(clients.target_admin), [topic], answered=True).get(topic, "")
+        return topic_ids(target_admin, [topic], answered=True).get(topic, "")
 
     with ProgressReader(
         clients.target_consumer, topic, source, timeout_s=limit, start=start, start_id=topic_id
@@ -109,7 +114,7 @@ def _settled_read(
 
 
 def read_settled_progress(
-    flow: FlowConfig, clients: FlowClients, start: ProgressSnapshot | None = None
+    flow: FlowConfig, clients: FlowClients, target_admin: AdminClient, start: ProgressSnapshot | None = None
 ) -> ProgressSnapshot | None:
     """All of the flow's progress, every transaction open in it decided. One still open after
     the flow's transaction.timeout.ms is hanging (a broker dropped its abort marker, as after a
@@ -119,7 +124,7 @@ def read_settled_progress(
     limit = settle_timeout_s(clients.target_producer)
     topic = flow.offset_storage_topic
     try:
-        return _settled_read(clients, topic, flow.source, limit, start)
+        return _settled_read(clients, target_admin, topic, flow.source, limit, start)
     except ProgressBlocked as exc:
         stuck = exc.stuck
     bootstrap = str(clients.target_producer.get("bootstrap.servers", ""))
@@ -146,7 +151,7 @@ def read_settled_progress(
     finally:
         for consumer in ends:
             consumer.close()
-    return _settled_read(clients, topic, flow.source, limit, start)
+    return _settled_read(clients, target_admin, topic, flow.source, limit, start)
 
 
 def make_plan(
@@ -165,7 +170,7 @@ def make_plan(
     target_admin = admin_client(clients.target_admin)
     topics = sync_remote_topics(flow, source_admin, target_admin)
     internal = prepare_internal_topics(flow, clients)
-    progress_read = read_settled_progress(flow, clients, progress_from)
+    progress_read = read_settled_progress(flow, clients, target_admin, progress_from)
     progress = {} if progress_read is None else progress_read.stored()
 
     ready = topics.ready()
