@@ -239,7 +239,16 @@ def trigger(
     conf = server.api(run_path(dag_id, run_id))["conf"]
     assert {k: conf[k] for k in fill} == fill and {k: conf[k] for k in choose or {}} == (choose or {})
     assert all(conf[k] is False for k in off)
+    step_away(page)
     return run_id
+
+
+def step_away(page: Any) -> None:
+    """Leave Airflow's pages while the test waits on the API for a run, as a script would: the
+    run's view refreshes itself every 3 s while the run runs (Airflow's auto_refresh_interval), and
+    chromium drawing it again and the api-server answering took CPU from everything else the
+    suite runs. Each test opens the page it looks at next."""
+    page.goto("about:blank")
 
 
 def wait_for_input(server: AirflowServer, dag_id: str, run_id: str, task_id: str, timeout: float) -> None:
@@ -305,6 +314,7 @@ def answer_approval(page: Any, server: AirflowServer, dag_id: str, run_id: str, 
         required_action(page, server, dag_id, run_id, "approve")
         answer(page, choice)
         asked += 1
+    step_away(page)
     return asked
 
 
