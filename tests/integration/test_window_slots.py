@@ -17,7 +17,7 @@ from mirrorflow.replicate.plan import COPY_SLOTS
 
 from .kafkatools import create_topics, read_topic
 from .mirror_setup import mm2_config, replicate_once
-from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly, wait_for
+from .window_tools import SteadyProducer, WindowRun, assert_copied_exactly, wait_for, window_story
 
 SEED = 8_117
 MICRO_BATCH = "mirrorflow.replicate.mode = micro-batch\nmirrorflow.microbatch.interval.ms = 200\n"
@@ -113,7 +113,8 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
     sent = producer.stop()
     wait_for(
         lambda: sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 6).values())) == sent,
-        "the second window copies every record sent",
+        f"the second window copies every record sent ({sent})",
+        explain=lambda: window_story(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 6, first, second),
     )
     second.stop()
     before, after = first.result(), second.result()

@@ -157,9 +157,30 @@ def assert_copied_exactly(source: str, target: str, topic: str, remote: str, par
     return sum(len(records) for records in wanted.values())
 
 
-def wait_for(check, what: str, timeout_s: float = 120) -> None:
-    """Until `check()` is true, failing with `what` after `timeout_s`."""
+def wait_for(check, what: str, timeout_s: float = 120, explain=None) -> None:
+    """Until `check()` is true, failing with `what` after `timeout_s` (and what `explain()` then
+    says, when given)."""
     deadline = time.monotonic() + timeout_s
     while not check():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f}s"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} within {timeout_s:.0f}s" + (f"\n{explain()}" if explain else ""))
         time.sleep(0.2)
+
+
+def window_story(
+    source: str, target: str, topic: str, remote: str, partitions: int, *windows: WindowRun
+) -> str:
+    """For a failure message: each partition's records on the source and on the target, and each
+    window's state, outcome and the lines its driver printed."""
+    wanted, found = read_topic(source, topic, partitions), read_topic(target, remote, partitions)
+    told = [
+        f"{topic}-{p}: {len(wanted[p])} on the source, {len(found[p])} in {remote}" for p in range(partitions)
+    ]
+    for window in windows:
+        outcome = window.outcome
+        told.append(
+            f"--- {window.name}: {'running' if window.is_alive() else 'ended'}"
+            + (f", ok={outcome.ok} error={outcome.error!r} window={outcome.report.window}" if outcome else "")
+        )
+        told.extend(window.lines[-60:])
+    return "\n".join(told)
