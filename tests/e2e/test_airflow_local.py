@@ -135,13 +135,21 @@ class _Launcher:
         except psutil.NoSuchProcess:
             pass
 
-    def stop(self) -> tuple[int, list[str], list[psutil.Process]]:
-        """Ctrl-C; the exit code, and what it left running (killed here)."""
+    def stop(self) -> tuple[int | None, list[str], list[psutil.Process]]:
+        """Ctrl-C; the exit code (None when it did not exit within 90 s: its threads' stacks are
+        then in what it said), and what it left running (killed here)."""
         self.remember()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # Ctrl-C
+        code: int | None = None
         try:
             code = self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            # Not raised from here, where it would hide what the test found before the stop: the
+            # caller's check of `code` fails with what the launcher said, where it then was too.
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(2)
         finally:
             # What the launcher started and left running, after a moment to finish exiting (one
             # that exited and was not reaped yet is a zombie: gone).

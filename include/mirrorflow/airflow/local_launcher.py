@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import os
 import signal
 import sys
@@ -166,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     home = AirflowHome(Path(args.home).resolve())
     signal.signal(signal.SIGINT, _raise_stop)
     signal.signal(signal.SIGTERM, _raise_stop)
+    # `kill -USR1 <pid>` prints where every thread of the launcher is, for a launcher that does
+    # not answer Ctrl-C.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         with contextlib.ExitStack() as stack:
             if args.local_clusters:
