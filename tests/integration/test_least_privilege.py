@@ -58,6 +58,7 @@ from mirrorflow.control import topic_sync
 from mirrorflow.control.checkpoints import emit_checkpoints, read_checkpoints
 from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.heartbeats import emit_heartbeats
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.acl_check import MissingAcl
 from mirrorflow.ops.acls import JOBS, Resolved, acl_binding, grants
 from mirrorflow.ops.failover import failover
@@ -160,22 +161,6 @@ def committed(pair: Pair, alias: str, group: str) -> dict[tuple[str, int], int]:
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
 
 
-def _end_offsets(admin: AdminClient, spec: dict[TopicPartition, OffsetSpec]) -> dict[tuple[str, int], int]:
-    """Every partition's end offset, asked again while Kafka answers with a retriable error: a
-    topic a job created a moment before can answer NOT_LEADER_FOR_PARTITION until its broker has
-    taken the leadership the controller gave it (seen once in a suite run)."""
-    for attempt in range(20):
-        try:
-            return {
-                (tp.topic, tp.partition): f.result(30).offset for tp, f in admin.list_offsets(spec).items()
-            }
-        except KafkaException as exc:
-            if not exc.args[0].retriable() or attempt == 19:
-                raise
-            time.sleep(0.5)
-    raise AssertionError("unreachable")
-
-
 def snapshot(pair: Pair) -> dict[str, Any]:
     """What a job could change on either cluster: topics and their partition counts, every
     partition's end offset, the dynamic configs of topics, committed group offsets, and ACLs."""
@@ -185,8 +170,10 @@ def snapshot(pair: Pair) -> dict[str, Any]:
         # Kafka's own topics are left out: any group request creates __consumer_offsets.
         listed = admin.list_topics(timeout=30).topics.items()
         topics = {n: len(m.partitions) for n, m in listed if not n.startswith("__")}
-        spec = {TopicPartition(n, p): OffsetSpec.latest() for n, c in topics.items() for p in range(c)}
-        ends = _end_offsets(admin, spec)
+        spec = [(n, p) for n, c in topics.items() for p in range(c)]
+        # Asked again while a partition answers "ask again": a topic a job created a moment before
+        # answered NOT_LEADER_FOR_PARTITION once in a suite run.
+        ends = list_offsets(admin, spec, OffsetSpec.latest(), read_committed=False)
         user_topics = sorted(topics)
         configs = {}
         if user_topics:
