@@ -7,11 +7,12 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from localkafka import runtime
 from localkafka.jmx import tools_jar
-from mirrorflow.kafka import await_topics, read_partition
+from mirrorflow.kafka import KafkaCallError, await_topics, read_partition
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.provenance import HEADER_PREFIX
 
 
@@ -38,17 +39,64 @@ class Rec:
         return (self.key, self.value, user_headers, self.timestamp)
 
 
-def read_all(bootstrap: str, topic: str, partition: int = 0, isolation: str = "read_committed") -> list[Rec]:
+# How long a read_committed read waits for the markers of transactions just committed (see
+# await_markers); a transaction a test leaves open on purpose costs a read this much.
+MARKERS_WAIT_S = 5.0
+
+
+def await_markers(
+    bootstrap: str, topic: str, partitions: range | list[int], wait_s: float = MARKERS_WAIT_S
+) -> None:
+    """Wait until no transaction is open in `topic`'s `partitions` (last stable offset = high
+    watermark), for at most `wait_s`. A transaction's commit returns once its coordinator has logged
+    the decision; the markers reach the partitions after that. A read_committed reader that starts
+    at once can meet the end of a partition (at the last stable offset) short of records the
+    writer already saw committed. A transaction still open after `wait_s` is taken as meant (a test
+    that leaves one open), and the read ends before it as readers see it."""
+    wanted = [(topic, p) for p in partitions]
+    # Quiet: a cluster that does not answer is the read's to report.
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + wait_s
+    while True:
+        missing: set[tuple[str, int]] = set()
+        try:
+            stable = list_offsets(admin, wanted, OffsetSpec.latest(), missing=missing, timeout_s=wait_s)
+            if missing:
+                return  # no such topic or partition (yet): nothing to wait for
+            high = list_offsets(admin, wanted, OffsetSpec.latest(), read_committed=False, timeout_s=wait_s)
+        except KafkaCallError:
+            return  # a cluster that does not answer: the read itself says so
+        if stable == high or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
+def read_all(
+    bootstrap: str,
+    topic: str,
+    partition: int = 0,
+    isolation: str = "read_committed",
+    markers_wait_s: float = MARKERS_WAIT_S,
+) -> list[Rec]:
+    """Every record of one partition, as `isolation` readers see it once the transactions just
+    committed there have their markers (await_markers; 0 `markers_wait_s` where transactions are
+    left open on purpose)."""
+    if isolation == "read_committed" and markers_wait_s > 0:
+        await_markers(bootstrap, topic, [partition], markers_wait_s)
     return [
         Rec(m.offset(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1])
         for m in read_partition({"bootstrap.servers": bootstrap}, topic, partition, isolation=isolation)
     ]
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Rec]]:
-    """Every partition of `topic` as read_committed readers see it now (up to its last stable
-    offset: an open transaction ends the read instead of holding it), with one consumer; {} per
-    partition for a topic that does not exist. Much quicker than read_all partition by partition."""
+def read_topic(
+    bootstrap: str, topic: str, partitions: int, markers_wait_s: float = MARKERS_WAIT_S
+) -> dict[int, list[Rec]]:
+    """Every partition of `topic` as read_committed readers see it once the transactions just
+    committed there have their markers (await_markers; a transaction left open ends the read
+    instead of holding it; 0 `markers_wait_s` where transactions are left open on purpose), with
+    one consumer; {} per partition for a topic that does not exist. Much quicker than read_all
+    partition by partition."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -62,6 +110,8 @@ def read_topic(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Re
         }
     )
     found: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
+    if markers_wait_s > 0:
+        await_markers(bootstrap, topic, range(partitions), markers_wait_s)
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:

@@ -5,12 +5,14 @@ test expecting equal offsets on both sides failed."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..conftest import OPEN_STATES, empty_cluster
+from .kafkatools import create_topics, read_all, read_topic
 from .wire import list_transactions
 
 
@@ -50,3 +52,27 @@ def test_an_emptied_cluster_keeps_no_transaction_to_end_into_a_later_topic(local
         left.purge()
         again.flush(0)
         del left, again
+
+
+def test_a_read_right_after_a_commit_sees_the_records_whose_markers_are_still_on_their_way(clusters) -> None:
+    """A commit returns once the coordinator logged it; the markers follow. CI once compared a
+    copy's target, read at once, with its source and found the last transaction missing: the
+    reader met the end of the partition at the last stable offset. The suite's readers wait for the
+    markers (kafkatools.await_markers). Forged here with a transaction committed by another
+    thread while the read is already waiting."""
+    src, _ = clusters
+    create_topics(src.bootstrap, ("T", 1))
+    writer = Producer({"bootstrap.servers": src.bootstrap, "transactional.id": "slow-markers"})
+    writer.init_transactions(30)
+    writer.begin_transaction()
+    writer.produce("T", b"committed while the reader waits", partition=0)
+    assert writer.flush(10) == 0
+    committer = threading.Timer(1.0, writer.commit_transaction, args=(30,))
+    committer.start()
+    try:
+        assert [r.value for r in read_all(src.bootstrap, "T")] == [b"committed while the reader waits"]
+        assert [r.value for r in read_topic(src.bootstrap, "T", 1)[0]] == [
+            b"committed while the reader waits"
+        ]
+    finally:
+        committer.join()
