@@ -9,7 +9,9 @@ StandardAuthorizer) the first time a test asks for them and stops them when the 
   of earlier tests deleted), for tests that use fixed names such as `heartbeats` or
   `A.checkpoints.internal`; a cluster a test stopped is started again on its data dir;
 - `local_kafka(...)`: a cluster of the test's own, started fresh and stopped after it, for
-  tests that restart, kill, reconfigure or secure brokers.
+  tests that restart, kill, reconfigure or secure brokers;
+- `unverified_clusters`: A and B of the module's own, B taking forged transactional batches
+  (UNVERIFIED), emptied for each test, for the tests of open and hanging transactions.
 
 Set MIRRORFLOW_TEST_BOOTSTRAP_A, _B and _C to run against clusters of your own instead: only
 the tests on `shared_clusters` run then (nothing is ever deleted from your clusters); tests that
@@ -133,7 +135,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-LOCAL_ONLY_FIXTURES = {"kafka_clusters", "local_kafka"}
+LOCAL_ONLY_FIXTURES = {"kafka_clusters", "local_kafka", "unverified_clusters"}
 
 
 # The order modules are handed to workers in (each module's tests stay together and in their
@@ -402,6 +404,41 @@ def cluster_pair(
         b.stop()
 
 
+# A target that takes transactional batches written straight into a partition (as brokers before
+# Kafka 3.6 did): how the tests of open and hanging transactions forge them (tests/integration/wire.py).
+UNVERIFIED = {"transaction.partition.verification.enable": "false"}
+
+
+@pytest.fixture(scope="module")
+def _unverified_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafka, LocalKafka]]:
+    with contextlib.ExitStack() as stack:
+        a, b = (
+            LocalKafka(
+                tmp_path_factory.mktemp(f"kafka-{alias}"), overrides={**TEST_BROKER_OVERRIDES, **extra}
+            )
+            for alias, extra in (("A", {}), ("B", UNVERIFIED))
+        )
+        stack.callback(a.stop)
+        stack.callback(b.stop)
+        a.launch()
+        b.launch()
+        a.start()
+        b.start()
+        yield a, b
+
+
+@pytest.fixture
+def unverified_clusters(_unverified_pair: tuple[LocalKafka, LocalKafka]) -> list[Cluster]:
+    """Clusters A and B of this module's tests (B with UNVERIFIED), emptied for each test as
+    `kafka_clusters` empties the worker's. Started once for the module's tests on a worker
+    instead of two brokers for each test (a start costs about 3.4 CPU-seconds)."""
+    clusters = []
+    for alias, kafka in zip("AB", _unverified_pair, strict=True):
+        empty_cluster(kafka.bootstrap)
+        clusters.append(Cluster(alias, kafka.bootstrap, kafka))
+    return clusters
+
+
 @pytest.fixture
 def local_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalKafka]]:
     """Start clusters of this test's own (`local_kafka(brokers=3, overrides=..., security=...)`);
@@ -436,10 +473,27 @@ def unique() -> Callable[[str], str]:
 ONE_WORKER_MODULES = frozenset({"tests/e2e/test_browser.py", "tests/e2e/test_installed_wheel.py"})
 
 
+# Modules whose tests share brokers of the module's own (a module-scoped fixture): spread over the
+# workers, each worker that took one of their tests started the module's clusters again (a run
+# started 32 brokers for these six modules' 17 tests; at 3.4 CPU-seconds a start). Kept whole,
+# each starts them once. Unlike ONE_WORKER_MODULES they take their turn in the order.
+SHARED_CLUSTER_MODULES = frozenset(
+    {
+        "tests/reliability/test_hanging_transactions.py",
+        "tests/reliability/test_open_transactions.py",
+        "tests/reliability/test_sweep_races.py",
+        "tests/integration/test_secured_jobs.py",
+        "tests/integration/test_least_privilege.py",
+        "tests/integration/test_java_stores.py",
+    }
+)
+
+
 class WholeModules(LoadGroupScheduling):
     def _split_scope(self, nodeid: str) -> str:
         path = nodeid.split("::", 1)[0]
-        return path if path in ONE_WORKER_MODULES else super()._split_scope(nodeid)
+        whole = path in ONE_WORKER_MODULES or path in SHARED_CLUSTER_MODULES
+        return path if whole else super()._split_scope(nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> WholeModules | None:

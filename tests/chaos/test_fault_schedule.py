@@ -79,9 +79,9 @@ def test_a_transaction_the_source_left_hanging_is_ended_with_kafkas_command(loca
     """A source broker killed and restarted can lose the markers of the load's own transaction; the
     source then holds it open for good, and the schedule failed on it (seed 17, micro-batch, in the
     suite) though the copy had done nothing wrong. The schedule ends it as an operator would."""
+    from ..conftest import UNVERIFIED
     from ..integration.kafkatools import create_topics
     from ..integration.wire import forge_hanging_transaction
-    from ..reliability.test_hanging_transactions import UNVERIFIED
     from .invariants import abort_hanging, wait_settled
 
     source = local_kafka(overrides=UNVERIFIED)

@@ -132,6 +132,7 @@ class Wire:
 
 
 COORDINATOR_NOT_READY = (14, 15, 16)  # load in progress, not available, not coordinator
+PARTITION_NOT_READY = (3, 5, 6)  # unknown topic or partition, leader not available, not leader
 
 
 def _uvarint(value: int) -> bytes:
@@ -232,19 +233,26 @@ def produce_batch(
         + struct.pack(">ii", partition, len(batch))
         + batch
     )
-    wire = Wire(bootstrap)
-    try:
-        response = wire.request(0, 3, body)
-    finally:
-        wire.close()
-    # [topic [partition error base_offset log_append_time]] throttle
-    (topics,) = struct.unpack(">i", response[:4])
-    assert topics == 1
-    (name_length,) = struct.unpack(">h", response[4:6])
-    offset = 6 + name_length
-    (partitions,) = struct.unpack(">i", response[offset : offset + 4])
-    assert partitions == 1
-    _, error, base_offset, _ = struct.unpack(">ihqq", response[offset + 4 : offset + 26])
+    deadline = time.monotonic() + 30
+    while True:
+        wire = Wire(bootstrap)
+        try:
+            response = wire.request(0, 3, body)
+        finally:
+            wire.close()
+        # [topic [partition error base_offset log_append_time]] throttle
+        (topics,) = struct.unpack(">i", response[:4])
+        assert topics == 1
+        (name_length,) = struct.unpack(">h", response[4:6])
+        offset = 6 + name_length
+        (partitions,) = struct.unpack(">i", response[offset : offset + 4])
+        assert partitions == 1
+        _, error, base_offset, _ = struct.unpack(">ihqq", response[offset + 4 : offset + 26])
+        # A partition just created (its name deleted a moment before, on an emptied cluster) may
+        # not be served yet: nothing was appended, and Kafka says to ask again.
+        if error not in PARTITION_NOT_READY or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     if error:
         raise RuntimeError(f"Produce to {topic}-{partition} failed with error code {error}")
     return base_offset

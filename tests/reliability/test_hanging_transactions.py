@@ -24,7 +24,6 @@ from mirrorflow.replicate.copy.ids import slot_transactional_id
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import read_progress, read_progress_entries
 
-from ..conftest import Cluster
 from ..integration.kafkatools import create_topics, kafka_transactions, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 from ..integration.test_replicate_scenarios import mirror_config, run_once
@@ -32,15 +31,12 @@ from ..integration.wire import forge_hanging_transaction
 
 pytestmark = pytest.mark.local_kafka
 
-UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 TOTAL = 100
 
 
 @pytest.fixture
-def pair(local_kafka):
-    a = local_kafka()
-    b = local_kafka(overrides=UNVERIFIED)
-    src, dst = Cluster("A", a.bootstrap, a), Cluster("B", b.bootstrap, b)
+def pair(unverified_clusters):
+    src, dst = unverified_clusters
     create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
     create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
     produce(src.bootstrap, "orders", [{"key": b"k%d" % i, "value": b"v%d" % i} for i in range(TOTAL)])

@@ -32,7 +32,6 @@ from ..integration.kafkatools import create_topics, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 from ..integration.test_replicate_scenarios import mirror_config, run_once
 from ..integration.wire import forge_hanging_transaction
-from .test_hanging_transactions import UNVERIFIED
 
 pytestmark = pytest.mark.local_kafka
 
@@ -45,10 +44,8 @@ progress partition of 25: one transaction of the slot holds both keys there."""
 
 
 @pytest.fixture
-def pair(local_kafka):
-    a = local_kafka()
-    b = local_kafka(overrides=UNVERIFIED)
-    src, dst = Cluster("A", a.bootstrap, a), Cluster("B", b.bootstrap, b)
+def pair(unverified_clusters):
+    src, dst = unverified_clusters
     create_topics(src.bootstrap, ("orders", 1), (SYNCS_ON_SOURCE, 1, {"cleanup.policy": "compact"}))
     create_topics(dst.bootstrap, ("A.orders", 1), (PROGRESS, 25, {"cleanup.policy": "compact"}))
     produce_range(src, "orders", 0, TOTAL)

@@ -20,11 +20,10 @@ from mirrorflow.replicate.copy.schedule import copy_units
 from mirrorflow.replicate.plan import PartitionSpan, writer_slot
 from mirrorflow.replicate.progress import read_progress
 
-from ..conftest import Cluster
 from ..integration.kafkatools import create_topics, produce, read_all
 from ..integration.test_copy import PROGRESS, SYNCS_ON_SOURCE, make_job
 from ..integration.wire import forge_hanging_transaction
-from .test_hanging_transactions import UNVERIFIED, now_ms
+from .test_hanging_transactions import now_ms
 
 pytestmark = pytest.mark.local_kafka
 
@@ -49,10 +48,8 @@ COPIED = first_named("copied", lambda t: writer_slot(t, 0) == SLOT_S and progres
 
 
 @pytest.fixture
-def pair(local_kafka):
-    a = local_kafka()
-    b = local_kafka(overrides=UNVERIFIED)
-    src, dst = Cluster("A", a.bootstrap, a), Cluster("B", b.bootstrap, b)
+def pair(unverified_clusters):
+    src, dst = unverified_clusters
     create_topics(
         src.bootstrap,
         ("orders", 1),
