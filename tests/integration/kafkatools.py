@@ -97,6 +97,8 @@ def read_topic(
     instead of holding it; 0 `markers_wait_s` where transactions are left open on purpose), with
     one consumer; {} per partition for a topic that does not exist. Much quicker than read_all
     partition by partition."""
+    if markers_wait_s > 0:
+        await_markers(bootstrap, topic, range(partitions), markers_wait_s)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -110,8 +112,6 @@ def read_topic(
         }
     )
     found: dict[int, list[Rec]] = {p: [] for p in range(partitions)}
-    if markers_wait_s > 0:
-        await_markers(bootstrap, topic, range(partitions), markers_wait_s)
     try:
         metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
