@@ -379,19 +379,20 @@ def cluster_pair(
     *,
     lines: tuple[str | None, str | None] = (None, None),
     link_delay_ms: float | None = None,
+    overrides: tuple[dict[str, object], dict[str, object]] = ({}, {}),
 ) -> Iterator[tuple[LocalKafka, LocalKafka]]:
     """Two clusters A and B of a module's own with `security`, on the Kafka `lines` named (None:
-    the main line), each with a slow link of `link_delay_ms` when given, started side by side
-    (their JVMs start together), stopped when the block ends."""
+    the main line), each with a slow link of `link_delay_ms` when given and its broker
+    `overrides`, started side by side (their JVMs start together), stopped when the block ends."""
     a, b = (
         LocalKafka(
             tmp_path_factory.mktemp(f"kafka-{alias}"),
-            overrides=TEST_BROKER_OVERRIDES,
+            overrides={**TEST_BROKER_OVERRIDES, **extra},
             security=security,
             line=line,
             link_delay_ms=link_delay_ms,
         )
-        for alias, line in zip("AB", lines, strict=True)
+        for alias, line, extra in zip("AB", lines, overrides, strict=True)
     )
     try:
         a.launch()
@@ -411,20 +412,8 @@ UNVERIFIED = {"transaction.partition.verification.enable": "false"}
 
 @pytest.fixture(scope="module")
 def _unverified_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalKafka, LocalKafka]]:
-    with contextlib.ExitStack() as stack:
-        a, b = (
-            LocalKafka(
-                tmp_path_factory.mktemp(f"kafka-{alias}"), overrides={**TEST_BROKER_OVERRIDES, **extra}
-            )
-            for alias, extra in (("A", {}), ("B", UNVERIFIED))
-        )
-        stack.callback(a.stop)
-        stack.callback(b.stop)
-        a.launch()
-        b.launch()
-        a.start()
-        b.start()
-        yield a, b
+    with cluster_pair(tmp_path_factory, overrides=({}, UNVERIFIED)) as pair:
+        yield pair
 
 
 @pytest.fixture

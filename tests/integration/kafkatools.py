@@ -53,22 +53,31 @@ def await_markers(
     at once can meet the end of a partition (at the last stable offset) short of records the
     writer already saw committed. A transaction still open after `wait_s` is taken as meant (a test
     that leaves one open), and the read ends before it as readers see it."""
-    wanted = [(topic, p) for p in partitions]
     # Quiet: a cluster that does not answer is the read's to report.
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     deadline = time.monotonic() + wait_s
     while True:
-        missing: set[tuple[str, int]] = set()
         try:
-            stable = list_offsets(admin, wanted, OffsetSpec.latest(), missing=missing, timeout_s=wait_s)
-            if missing:
-                return  # no such topic or partition (yet): nothing to wait for
-            high = list_offsets(admin, wanted, OffsetSpec.latest(), read_committed=False, timeout_s=wait_s)
+            held = held_partitions(admin, topic, partitions, timeout_s=wait_s)
         except KafkaCallError:
             return  # a cluster that does not answer: the read itself says so
-        if stable == high or time.monotonic() >= deadline:
+        if not held or time.monotonic() >= deadline:  # None: no such topic or partition (yet)
             return
         time.sleep(0.05)
+
+
+def held_partitions(
+    admin: AdminClient, topic: str, partitions: range | list[int], timeout_s: float
+) -> list[int] | None:
+    """The `partitions` of `topic` whose last stable offset an open transaction holds below their
+    high watermark; None when the topic or one of them does not exist."""
+    wanted = [(topic, p) for p in partitions]
+    missing: set[tuple[str, int]] = set()
+    stable = list_offsets(admin, wanted, OffsetSpec.latest(), missing=missing, timeout_s=timeout_s)
+    if missing:
+        return None
+    high = list_offsets(admin, wanted, OffsetSpec.latest(), read_committed=False, timeout_s=timeout_s)
+    return [p for t, p in wanted if stable[(t, p)] < high[(t, p)]]
 
 
 def read_all(

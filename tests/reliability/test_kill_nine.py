@@ -41,7 +41,7 @@ from itertools import count
 from pathlib import Path
 
 import pytest
-from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey
@@ -51,7 +51,7 @@ from mirrorflow.replicate.copy import transactional_id
 from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.progress import progress_record, read_progress, read_progress_entries
 
-from ..integration.kafkatools import Rec, create_topics, read_topic
+from ..integration.kafkatools import Rec, create_topics, held_partitions, read_topic
 from ..integration.mirror_setup import mm2_text
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
@@ -208,11 +208,8 @@ def high_watermarks(admin: AdminClient, topic: str, partitions: int) -> int:
 
 def open_transactions(admin: AdminClient, topic: str, partitions: int) -> int:
     """Partitions of `topic` whose last stable offset an open transaction holds below their end."""
-    request = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
     try:
-        stable = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=5)
-        end = admin.list_offsets(request, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=5)
-        return sum(stable[tp].result(5).offset < end[tp].result(5).offset for tp in request)
+        return len(held_partitions(admin, topic, range(partitions), timeout_s=5) or ())
     except Exception:  # noqa: BLE001 - the topic may not exist yet
         return 0
 
