@@ -164,6 +164,14 @@ class _Launcher:
         return code, left_behind, left
 
 
+def _beat_since(server: AirflowServer, start_date: str) -> bool:
+    """Whether backup's newest primary->backup heartbeat, as the status page reads it, was
+    emitted after `start_date` (a task instance's start)."""
+    since_ms = datetime.fromisoformat(start_date).timestamp() * 1000
+    backup = next(c for c in server.api("/mirrorflow/status")["clusters"] if c["alias"] == "backup")
+    return backup.get("heartbeat_jobs", {}).get("primary->backup", 0) > since_ms
+
+
 def _emit(server: AirflowServer, run_id: str) -> dict:
     return server.api(
         f"/api/v2/dags/mirrorflow_heartbeats/dagRuns/{quote(run_id, safe='')}/taskInstances/emit"
@@ -325,7 +333,11 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
             ti = _emit(server, run_id)
             if not seen or (seen[-1]["state"], seen[-1]["try_number"]) != (ti["state"], ti["try_number"]):
                 seen.append({"state": ti["state"], "try_number": ti["try_number"], "at": time.strftime("%X")})
-            return ti["try_number"] >= 2 and ti["state"] not in ("up_for_retry", "queued", "scheduled", None) and ti
+            return (
+                ti["try_number"] >= 2
+                and ti["state"] not in ("up_for_retry", "queued", "scheduled", None)
+                and ti
+            )
 
         # The retry is due 30 s after the stop; a scheduler started on a loaded machine takes a
         # while before it looks at it.
@@ -339,7 +351,15 @@ def test_the_script_runs_airflow_on_local_clusters_and_stops_every_task_when_ask
         # api-server did not answer yet, as far as its log tells, counts as one.
         assert retried["state"] in ("running", "success"), (seen, _task_log_ends(home))
         (second,) = heartbeats.glob(f"run_id=*/task_id=emit/attempt={retried['try_number']}.log")
-        time.sleep(5)  # a few heartbeats into the retry's window
+        # A few heartbeats into the retry's window, seen on backup. Not a fixed sleep: on a loaded
+        # machine the retry spent 4 s parsing the DAGs, and a stop 5 s after it was seen running
+        # found it had written none yet.
+        if retried["state"] == "running":
+            _wait(
+                "the retry wrote a heartbeat into backup",
+                120,
+                lambda: _beat_since(server, retried["start_date"]),
+            )
     finally:
         code, left_behind, left = again.stop()
     assert code == 0 and not left_behind and not left, again.said()[-3000:]
