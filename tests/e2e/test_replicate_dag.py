@@ -70,6 +70,8 @@ def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) 
     # A second run finds nothing new and copies nothing twice.
     again = airflow_home.dags_test("mirrorflow__primary__backup__replicate", env=_env(primary, backup))
     assert again.succeeded, again.log[-4000:]
+    # Its plan read progress on from the first run's plan, not from the topic's start.
+    assert "primary->backup: progress read on from plan " in again.log, again.log[-4000:]
     assert _summaries(backup)[-1]["totals"]["records"] == 0
     assert len(read_all(backup.bootstrap, "primary.orders", 0)) == len(
         read_all(primary.bootstrap, "orders", 0)

@@ -5,16 +5,17 @@ flow grows through the day until a segment rolls and is compacted."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.kafka import topic_ids
-from mirrorflow.replicate import run_reading, runner, service
+from mirrorflow.replicate import planner, run_reading, runner, service
 from mirrorflow.replicate.copy import SharedClients
 from mirrorflow.replicate.plan import Plan
-from mirrorflow.replicate.progress import read_progress_entries
+from mirrorflow.replicate.progress import ProgressReader, read_progress_entries
 
 from .kafkatools import create_topics, produce, read_topic
 from .test_replicate_scenarios import mirror_config, run_once
@@ -66,4 +67,54 @@ def test_a_plan_hands_its_read_of_progress_to_the_tasks_which_read_only_what_cam
     after = read_progress_entries(clients.target_consumer, progress_topic, "A")
     assert {where: stored.offset for where, stored in after.items()} == {
         (topic, p): 14 for p in range(PARTITIONS)
+    }
+
+
+def test_a_plan_reads_progress_on_from_the_previous_plans_read(
+    shared_clusters, unique, monkeypatch, caplog
+) -> None:
+    """A run's plan reads the flow's progress on from where the flow's newest plan read it (its
+    progress_read, in the run-records topic), not from the topic's start: a scheduled flow's
+    progress grows through the day until a segment rolls and is compacted. What it finds is
+    what a read from the start finds."""
+    a, b, _ = shared_clusters
+    topic, progress_topic = unique("onward"), unique("progress")
+    create_topics(a.bootstrap, (topic, PARTITIONS))
+    config = mirror_config(
+        [a, b], ["A->B"], {"topics": topic, "B.offset.storage.topic": progress_topic, "tasks.max": "1"}
+    )
+    first = None
+    for n in range(3):  # three runs: progress holds a history of records per partition
+        produce(
+            a.bootstrap,
+            topic,
+            [{"value": b"%d" % (n * 40 + i), "partition": i % PARTITIONS} for i in range(40)],
+        )
+        run = run_once(config, "A", "B")
+        first = first or run
+    produce(a.bootstrap, topic, [{"value": b"x", "partition": 0}])
+
+    readers: list[ProgressReader] = []
+
+    class Counted(ProgressReader):
+        def __exit__(self, *exc: object) -> None:
+            readers.append(self)
+            super().__exit__(*exc)
+
+    monkeypatch.setattr(planner, "ProgressReader", Counted)
+    caplog.clear()  # the runs' own plans said it too, where the worker logs INFO already
+    with caplog.at_level(logging.INFO, logger="mirrorflow.replicate.service"):
+        planned = service.plan_run(config, "A", "B", run_id=f"test__{uuid.uuid4().hex[:12]}")
+    (said,) = [r.getMessage() for r in caplog.records if "progress read on from plan" in r.getMessage()]
+    assert f"{PARTITIONS} source partition(s) found" in said and progress_topic in said
+    assert first.planned["run_id"] not in said  # the newest plan's read, not an older one's
+    (reader,) = readers
+    # The last run's copy wrote one progress record per partition after its plan read.
+    assert reader.records_read == PARTITIONS, reader.records_read
+    clients = FlowClients.resolve(config.flow("A", "B"))
+    plan = Plan.from_json(run_reading.read_run_record(clients.target_consumer, planned["plan_offset"])[3])
+    assert plan.progress_read is not None
+    assert plan.progress_read.stored() == read_progress_entries(clients.target_consumer, progress_topic, "A")
+    assert {(s.topic, s.partition): (s.start, s.end) for s in plan.spans if s.pending} == {
+        (topic, 0): (15, 16)
     }

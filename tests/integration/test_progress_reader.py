@@ -4,6 +4,8 @@ and reads only what was added since the last settle, never the topic from its st
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 import time
 
@@ -222,3 +224,55 @@ def test_a_plans_read_of_a_progress_topic_deleted_and_made_again_is_not_taken(
         task.settle()
         assert task.entries() == {("u", 0): task.get("u", 0)} and task.get("u", 0).offset == 7
         assert task.records_read == 1
+
+
+def test_a_read_that_ended_beyond_a_progress_partitions_end_now_is_read_again_from_its_start(
+    shared_clusters, unique, caplog
+) -> None:
+    """A seed whose positions lie past where the same topic (same id) now ends: records it read
+    were lost (a target that lost acknowledged writes, a log truncated by an unclean election).
+    Reading on from there would skip everything written at those offsets since; the partitions
+    behind are forgotten and read again, and what the seed claimed of them is gone."""
+    b = shared_clusters[1]
+    topic = unique("progress")
+    create_topics(b.bootstrap, (topic, PARTITIONS, {"cleanup.policy": "compact"}))
+    producer = writer(b.bootstrap, unique("w"))
+    units = [(f"t{i}", i % 3) for i in range(12)]
+    for n, unit in enumerate(units):
+        commit(producer, topic, unit, n)
+    config = {"bootstrap.servers": b.bootstrap}
+    with ProgressReader(config, topic, "A") as full:
+        full.settle()
+        snapshot = full.snapshot(topic_id(b.bootstrap, topic))
+        truth = full.entries()
+    assert snapshot is not None
+    # Forged: the seed read two partitions further than they now go, and found a unit there.
+    ghost = SourceOffsetKey(cluster="A", topic="ghost", partition=0)
+    behind = ghost.offsets_partition(PARTITIONS)
+    other = (behind + 1) % PARTITIONS
+    positions = list(snapshot.positions)
+    positions[behind] += 5
+    positions[other] += 3
+    forged = dataclasses.replace(
+        snapshot,
+        positions=tuple(positions),
+        entries=(*snapshot.entries, ("ghost", 0, 999, "", 0, "")),
+    )
+    with (
+        caplog.at_level(logging.WARNING, logger="mirrorflow.replicate.progress"),
+        ProgressReader(
+            config, topic, "A", start=forged, start_id=lambda: topic_id(b.bootstrap, topic)
+        ) as task,
+    ):
+        task.settle()
+        assert task.get("ghost", 0) is None
+        assert task.entries() == truth
+        read_again = sum(
+            1
+            for unit in units
+            if SourceOffsetKey(cluster="A", topic=unit[0], partition=unit[1]).offsets_partition(PARTITIONS)
+            in (behind, other)
+        )
+        assert task.records_read == read_again
+    (said,) = [r.getMessage() for r in caplog.records if "end below where they were read" in r.getMessage()]
+    assert f"partition(s) {min(behind, other)}, {max(behind, other)} end below" in said

@@ -306,12 +306,35 @@ class ProgressReader:
         # only for partitions never read: a slot of a copy worker settles dozens at a time.
         wanted = sorted(partitions)
         highs = self._list_offsets(wanted, OFFSET_END)
+        self._forget_beyond(highs, count)
         new = [p for p in wanted if p not in self._next]
         if new:
             self._next.update(self._list_offsets(new, OFFSET_BEGINNING))
         targets = {p: high for p, high in highs.items() if high > self._next[p]}
         if targets:
             self._read_until(targets)
+
+    def _forget_beyond(self, highs: dict[int, int], count: int) -> None:
+        """A progress partition that now ends below where it was read (by this reader, or by the
+        plan whose read seeded it) lost records it had, or is not the log that was read: what was
+        found in it is forgotten and it is read again from its start. Reading on from the old
+        position would skip every record written there since, silently."""
+        behind = {
+            p: (self._next[p], high) for p, high in highs.items() if p in self._next and high < self._next[p]
+        }
+        if not behind:
+            return
+        log.warning(
+            "progress topic %s: partition(s) %s end below where they were read (read up to, end now: %s); "
+            "they are read again from their start",
+            self.topic,
+            ", ".join(str(p) for p in sorted(behind)),
+            ", ".join(f"{p}: {read}, {high}" for p, (read, high) in sorted(behind.items())),
+        )
+        for partition in behind:
+            del self._next[partition]
+        for where in [w for w in self._found if self._offsets_partition(w, count) in behind]:
+            del self._found[where]
 
     def _list_offsets(self, partitions: list[int], which: int, timeout_s: float = 30.0) -> dict[int, int]:
         """Latest (OFFSET_END, as a read_uncommitted reader sees it) or earliest

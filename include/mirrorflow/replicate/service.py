@@ -27,6 +27,7 @@ from mirrorflow.replicate import run_reading, runs
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.planner import PlanOutcome, make_plan, with_topics
 from mirrorflow.replicate.progress import ProgressReadError
+from mirrorflow.replicate.progress_records import ProgressSnapshot
 from mirrorflow.replicate.report import TOPIC_ROWS, RunReport, worst_rows
 from mirrorflow.replicate.run_history import newest_run_records
 from mirrorflow.replicate.runner import lag_left
@@ -38,6 +39,7 @@ PLAN_DETAIL_LIMIT = 500  # spans listed in full in XCom; bigger plans show per-t
 NAMES_LIMIT = 100  # created / grown topics named in XCom; the plan record has them all
 TOPIC_ERRORS_LIMIT = 50  # topic errors carried in XCom and the summary; with their count
 LAST_COPY_TIMEOUT_S = 15.0
+PREVIOUS_PLAN_TIMEOUT_S = 15.0
 
 
 class RunFailed(RuntimeError):
@@ -70,7 +72,13 @@ def plan_run(
     check_reachable(flow, clients, connect_timeout_s)
     require_job_acls(flow, mode, clients)
     outcome = make_plan(
-        flow, clients, run_id=run_id, mode=mode, until_ms=parse_until(until), delivery=delivery
+        flow,
+        clients,
+        run_id=run_id,
+        mode=mode,
+        until_ms=parse_until(until),
+        delivery=delivery,
+        progress_from=previous_progress_read(flow, clients),
     )
     offset = runs.write_run_record(
         clients.target_producer, flow.name, run_id, "plan", outcome.plan.json_pieces()
@@ -79,6 +87,48 @@ def plan_run(
     for topic, why in outcome.topics.errors.items():
         log.warning("%s: %s is not copied: %s", flow.name, topic, why)
     return plan_overview(outcome, offset, until_ms=parse_until(until))
+
+
+def previous_progress_read(flow: FlowConfig, clients: FlowClients) -> ProgressSnapshot | None:
+    """The settled read of progress the flow's newest plan was made from, for this plan to read
+    on from instead of reading the progress topic from its start (whose history grows through
+    the day until a segment rolls and is compacted). The reader takes it only from the topic it
+    was read from (same name and id); without one, or when the runs topic cannot be read, the
+    plan reads progress from the start, as before: the answer is the same, only slower."""
+    try:
+        found = newest_run_records(
+            clients.target_consumer, flow.name, {"plan": 1}, timeout_s=PREVIOUS_PLAN_TIMEOUT_S
+        )
+    except (KafkaCallError, KafkaException) as exc:
+        log.warning(
+            "%s: the previous plan could not be read (%s); progress is read from its start", flow.name, exc
+        )
+        return None
+    if not found:
+        return None
+    previous, _ = found["plan"][0]
+    data = previous.get("progress_read")
+    if data is None:
+        return None
+    try:
+        read = ProgressSnapshot.from_json_data(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning(
+            "%s: the progress read of plan %s is not readable (%r); progress is read from its start",
+            flow.name,
+            previous.get("run_id"),
+            exc,
+        )
+        return None
+    log.info(
+        "%s: progress read on from plan %s: %d source partition(s) found in the first %d offset(s) of %s",
+        flow.name,
+        previous.get("run_id"),
+        len(read.entries),
+        sum(read.positions),
+        read.topic,
+    )
+    return read
 
 
 def _first(mapping: dict[str, Any], limit: int) -> dict[str, Any]:
