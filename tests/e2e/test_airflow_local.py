@@ -166,10 +166,12 @@ class _Launcher:
 
 def _beat_since(server: AirflowServer, start_date: str) -> bool:
     """Whether backup's newest primary->backup heartbeat, as the status page reads it, was
-    emitted after `start_date` (a task instance's start)."""
+    emitted after `start_date` (a task instance's start). A status page not yet refreshed since
+    Airflow started again lists no clusters."""
     since_ms = datetime.fromisoformat(start_date).timestamp() * 1000
-    backup = next(c for c in server.api("/mirrorflow/status")["clusters"] if c["alias"] == "backup")
-    return backup.get("heartbeat_jobs", {}).get("primary->backup", 0) > since_ms
+    clusters = server.api("/mirrorflow/status").get("clusters") or []
+    backup = next((c for c in clusters if c["alias"] == "backup"), {})
+    return (backup.get("heartbeat_jobs") or {}).get("primary->backup", 0) > since_ms
 
 
 def _emit(server: AirflowServer, run_id: str) -> dict:
