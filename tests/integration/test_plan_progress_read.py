@@ -90,8 +90,8 @@ def test_a_plan_reads_progress_on_from_the_previous_plans_read(
             topic,
             [{"value": b"%d" % (n * 40 + i), "partition": i % PARTITIONS} for i in range(40)],
         )
-        run = run_once(config, "A", "B")
-        first = first or run
+        last = run_once(config, "A", "B")
+        first = first or last
     produce(a.bootstrap, topic, [{"value": b"x", "partition": 0}])
 
     readers: list[ProgressReader] = []
@@ -107,7 +107,7 @@ def test_a_plan_reads_progress_on_from_the_previous_plans_read(
         planned = service.plan_run(config, "A", "B", run_id=f"test__{uuid.uuid4().hex[:12]}")
     (said,) = [r.getMessage() for r in caplog.records if "progress read on from plan" in r.getMessage()]
     assert f"{PARTITIONS} source partition(s) found" in said and progress_topic in said
-    assert first.planned["run_id"] not in said  # the newest plan's read, not an older one's
+    assert last.planned["run_id"] in said and first.planned["run_id"] not in said  # the newest plan's
     (reader,) = readers
     # The last run's copy wrote one progress record per partition after its plan read.
     assert reader.records_read == PARTITIONS, reader.records_read
