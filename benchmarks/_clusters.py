@@ -19,6 +19,12 @@ from mirrorflow.kafka import await_topics
 PARTITIONS_PER_REQUEST = 5000
 """Kafka's controller refuses a CreateTopics of more than 10,000 partitions in all."""
 TIMEOUT_S = 300.0
+SINGLE_NODE_REPLICATION = (
+    "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
+    "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
+    "offset.storage.replication.factor = 1\n"
+)
+"""The replication factors of mm2.properties for flows between single-node clusters."""
 
 
 @contextmanager

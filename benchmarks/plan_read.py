@@ -31,29 +31,22 @@ from confluent_kafka import Producer
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "include"), str(Path(__file__).resolve().parent)]
 
-from _clusters import create_topics, two_clusters  # noqa: E402
+from _clusters import SINGLE_NODE_REPLICATION, create_topics, two_clusters  # noqa: E402
 
 from mirrorflow.config import load_config  # noqa: E402
 from mirrorflow.replicate import planner, service  # noqa: E402
 from mirrorflow.replicate.progress import ProgressReader  # noqa: E402
 from mirrorflow.replicate.progress_records import progress_record  # noqa: E402
 
-PROGRESS_PARTITIONS = 25  # Connect's default for offset.storage.topic, as the plan creates it
-SINGLE_NODE = (
-    "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-    "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-    "offset.storage.replication.factor = 1\n"
-)
-
 
 def config_text(source: str, target: str) -> str:
     return (
         f"clusters = A, B\nA.bootstrap.servers = {source}\nB.bootstrap.servers = {target}\n"
-        "A->B.enabled = true\nA->B.topics = pr-.*\n" + SINGLE_NODE
+        "A->B.enabled = true\nA->B.topics = pr-.*\n" + SINGLE_NODE_REPLICATION
     )
 
 
-def write_rounds(target: str, topic: str, parts: list[tuple[str, int]], rounds: range) -> None:
+def write_rounds(flow, target: str, parts: list[tuple[str, int]], rounds: range) -> None:
     """Progress records for every source partition, one round after another (offset 0: the
     source topics are empty, so every plan finds nothing to copy and only the read differs)."""
     producer = Producer(
@@ -61,10 +54,12 @@ def write_rounds(target: str, topic: str, parts: list[tuple[str, int]], rounds: 
     )
     for _ in rounds:
         for source_topic, partition in parts:
-            key, value, where = progress_record("A", source_topic, partition, 0, PROGRESS_PARTITIONS)
+            key, value, where = progress_record(
+                "A", source_topic, partition, 0, flow.offset_storage_partitions
+            )
             while True:
                 try:
-                    producer.produce(topic, key=key, value=value, partition=where)
+                    producer.produce(flow.offset_storage_topic, key=key, value=value, partition=where)
                     break
                 except BufferError:  # librdkafka's queue is full: let deliveries drain it
                     producer.poll(0.1)
@@ -111,9 +106,14 @@ def main() -> int:
         create_topics(source.bootstrap, names, 10)
         parts = [(name, p) for name in names for p in range(10)]
         config = load_config(config_text(source.bootstrap, target.bootstrap))
-        progress_topic = config.flow("A", "B").offset_storage_topic
-        create_topics(target.bootstrap, [progress_topic], PROGRESS_PARTITIONS, {"cleanup.policy": "compact"})
-        write_rounds(target.bootstrap, progress_topic, parts, range(args.history))
+        flow = config.flow("A", "B")
+        create_topics(
+            target.bootstrap,
+            [flow.offset_storage_topic],
+            flow.offset_storage_partitions,
+            {"cleanup.policy": "compact"},
+        )
+        write_rounds(flow, target.bootstrap, parts, range(args.history))
         first = one_plan(config, seeded=True)  # no earlier plan: reads from the start, stores its read
         ways: dict[str, list[tuple[float, float, int]]] = {
             "on from the previous plan": [],
@@ -122,7 +122,7 @@ def main() -> int:
         for _ in range(args.repeats):
             for way, seeded in (("on from the previous plan", True), ("from the start", False)):
                 # The copy after the previous plan wrote a round (every plan stores its read).
-                write_rounds(target.bootstrap, progress_topic, parts, range(1))
+                write_rounds(flow, target.bootstrap, parts, range(1))
                 ways[way].append(one_plan(config, seeded=seeded))
     print(
         f"{len(parts):,} source partitions, {args.history} rounds of progress before the first plan "

@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+from _clusters import SINGLE_NODE_REPLICATION
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -476,10 +477,7 @@ def config_text(source: str, target: str, tasks: int) -> str:
         "A->B.topics = scale-.*\n"
         f"tasks.max = {tasks}\n"
         "sync.group.offsets.enabled = true\n"
-        "emit.heartbeats.enabled = false\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "offset.storage.replication.factor = 1\n"
+        "emit.heartbeats.enabled = false\n" + SINGLE_NODE_REPLICATION
     )
 
 

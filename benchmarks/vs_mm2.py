@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-from _clusters import two_clusters
+from _clusters import SINGLE_NODE_REPLICATION, two_clusters
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -265,9 +265,7 @@ def properties(path: Path, source: LocalKafka, target: LocalKafka, src: str, dst
         f"{dst}.bootstrap.servers = {target.bootstrap}\n"
         f"{src}->{dst}.enabled = true\n"
         f"{dst}->{src}.enabled = false\n"
-        "replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n"
-        "checkpoints.topic.replication.factor = 1\nheartbeats.topic.replication.factor = 1\n"
-        "offset.storage.replication.factor = 1\n"
+        + SINGLE_NODE_REPLICATION
         + SINGLE_BROKER_WORKER
         + "emit.heartbeats.enabled = false\n"
         + extra
