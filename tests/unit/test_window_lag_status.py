@@ -163,3 +163,45 @@ def test_a_windows_rate_is_over_the_last_minute_and_its_tasks_rates_add_up() -> 
     )
     row = render_content(view).split("A-&gt;B", 1)[1].split("</tr>", 1)[0]
     assert f"{window['records_per_s']:,.0f} records/s" in row, row
+
+
+def test_a_task_attempt_lost_with_its_executor_still_counts_for_what_it_copied() -> None:
+    """The window's log line went from 10,599 records to 8,114 when an executor was killed: the
+    figures kept the newest record of each task, and the task's new attempt starts counting from
+    zero. What the lost attempt copied is committed, so records, bytes and batches add up over a
+    task's attempts; its lag is the newest attempt's."""
+    now_ms = int(time.time() * 1000)
+    lost, following, other = TaskFigures(), TaskFigures(), TaskFigures()
+    for _ in range(40):
+        lost.batch(
+            {"orders": 3_000}, [UnitResult("orders", 0, "A.orders", 0, 5, records=5, bytes=500)], now_ms
+        )
+        other.batch(
+            {"payments": 50}, [UnitResult("payments", 1, "A.payments", 0, 2, records=2, bytes=200)], now_ms
+        )
+    for _ in range(10):
+        following.batch(
+            {"orders": 100}, [UnitResult("orders", 0, "A.orders", 0, 1, records=1, bytes=100)], now_ms
+        )
+
+    def stored(figures: TaskFigures, index: int, attempt: str, batches: int, at_ms: int) -> dict:
+        body = figures.status(index=index, tasks=2, attempt=attempt, batches=batches, partitions=2)
+        return {**json.loads(json.dumps(body)), "at_ms": at_ms}
+
+    before = merge_status([stored(lost, 0, "first", 40, now_ms), stored(other, 1, "b", 40, now_ms)])
+    after = merge_status(
+        [
+            stored(lost, 0, "first", 40, now_ms),
+            stored(other, 1, "b", 40, now_ms + 1),
+            stored(following, 0, "second", 10, now_ms + 2),
+        ]
+    )
+
+    assert before["records"] == 40 * 5 + 40 * 2
+    assert after["records"] == before["records"] + 10 and after["bytes"] == before["bytes"] + 1_000
+    assert after["batches"] == 90 and after["tasks"] == 2 and after["partitions"] == 4
+    assert after["topics"]["orders"]["records"] == 210
+    # The lost attempt's 3 s lag is history: the task's lag is its new attempt's 100 ms.
+    assert before["lag_now_s"] == 3.0 and after["lag_now_s"] == 0.1
+    assert after["topics"]["orders"]["lag_now_ms"] == 100
+    assert (after["lag_window_s"]["max"] or 0) < 1.0

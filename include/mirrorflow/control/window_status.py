@@ -34,9 +34,11 @@ def window_lag(consumer_config: dict[str, Any], flow: str, *, timeout_s: float) 
     low, high = bounds
     run_id: str | None = None
     tasks = 0
-    newest: dict[int, dict[str, Any]] = {}
+    # The newest record of each task attempt: an attempt lost with its executor still counts for
+    # the records it copied (merge_status), as far as the scan goes back.
+    newest: dict[tuple[int, str], dict[str, Any]] = {}
     end, span = high, FIRST_SCAN
-    while end > max(low, high - MAX_SCAN) and (run_id is None or len(newest) < tasks):
+    while end > max(low, high - MAX_SCAN) and (run_id is None or len({t for t, _ in newest}) < tasks):
         start = max(low, high - MAX_SCAN, end - span)
         found = []
         for message in read_ranges(consumer_config, {(RUNS_TOPIC, 0): (start, end)}, timeout_s):
@@ -48,7 +50,7 @@ def window_lag(consumer_config: dict[str, Any], flow: str, *, timeout_s: float) 
             if run_id is None:
                 run_id, tasks = run, int(body.get("tasks", 1))
             if run == run_id:
-                newest.setdefault(int(body["task"]), body)
+                newest.setdefault((int(body["task"]), str(body.get("attempt", ""))), body)
         end, span = start, span * 4
     if run_id is None:
         return None

@@ -162,14 +162,14 @@ class WindowDriver:
 
     def _follow(self) -> None:
         tail = RunsTail(self.clients.target_consumer, self.flow.name, (STATUS,), start=self.plan_offset)
-        newest: dict[int, dict[str, Any]] = {}
+        newest: dict[tuple[int, str], dict[str, Any]] = {}
         lines = StatusLines(self.flow.name, now=time.monotonic(), every_s=STATUS_S * 0.8)
         try:
             while not self._done.wait(1.0):
                 fresh = [r for r in tail.poll() if r.run_id == self.plan.run_id]
                 for record in fresh:
                     body = json.loads(record.body)
-                    newest[int(body["task"])] = body
+                    newest[int(body["task"]), str(body.get("attempt", ""))] = body
                     self._attempts[str(body.get("attempt", ""))] = body
                 line = lines.line(merge_status(newest.values()), time.monotonic()) if fresh else None
                 if line is not None:

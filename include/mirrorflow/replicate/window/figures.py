@@ -2,7 +2,7 @@
 
 Each task keeps its own (TaskFigures) and stores them every few seconds (a `window` record, see
 channel.py); the driver, the status page and the metrics merge the newest record of each task
-(merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is copied, so
+attempt (merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is copied, so
 merged figures are the worst any task reports (p50 the largest p50, and so on): what is merged
 never looks better than the worst task, as adding the tasks' samples up would (an idle task's
 zeros would halve a busy one's p50). The driver's log lines of those figures (lag_line) come
@@ -141,31 +141,43 @@ def worst(rows: Iterable[Mapping[str, float | None]]) -> dict[str, float | None]
 
 
 def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """One window's figures from the newest status record of each of its tasks."""
-    newest: dict[int, Mapping[str, Any]] = {}
+    """One window's figures from its tasks' status records (any number of each, in any order).
+
+    The newest record of each task attempt counts. A task's newest attempt gives its partitions,
+    rates and lag; records, bytes and batches add up over all its attempts, since what an attempt
+    Spark lost with its executor had copied is committed and the attempt that follows it copies
+    on from there (so the figures never go down when an executor is lost)."""
+    of_attempt: dict[tuple[int, str], Mapping[str, Any]] = {}
     for record in records:
-        task = int(record["task"])
-        if task not in newest or record["at_ms"] >= newest[task]["at_ms"]:
-            newest[task] = record
-    tasks = list(newest.values())
+        key = (int(record["task"]), str(record.get("attempt", "")))
+        if key not in of_attempt or record["at_ms"] >= of_attempt[key]["at_ms"]:
+            of_attempt[key] = record
+    current: dict[int, Mapping[str, Any]] = {}
+    for (task, _), record in of_attempt.items():
+        if task not in current or record["at_ms"] >= current[task]["at_ms"]:
+            current[task] = record
+    tasks = list(current.values())
+    attempts = list(of_attempt.values())
+    live = {id(record) for record in tasks}
     topics: dict[str, dict[str, Any]] = {}
-    for record in tasks:
+    for record in attempts:
         for name, row in record.get("topics", {}).items():
             merged = topics.setdefault(
                 name, {"records": 0, "bytes": 0, "lag_now_ms": 0, "recent": {}, "window": {}}
             )
             merged["records"] += row["records"]
             merged["bytes"] += row["bytes"]
-            merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
-            for span in ("recent", "window"):
-                merged[span] = worst([merged[span], row[span]])
+            if id(record) in live:
+                merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
+                for span in ("recent", "window"):
+                    merged[span] = worst([merged[span], row[span]])
     return {
         "tasks": len(tasks),
         "at_ms": max((r["at_ms"] for r in tasks), default=0),
-        "batches": sum(r["batches"] for r in tasks),
+        "batches": sum(r["batches"] for r in attempts),
         "partitions": sum(r["partitions"] for r in tasks),
-        "records": sum(r["records"] for r in tasks),
-        "bytes": sum(r["bytes"] for r in tasks),
+        "records": sum(r["records"] for r in attempts),
+        "bytes": sum(r["bytes"] for r in attempts),
         # Tasks copy disjoint partitions: their rates add up. A record of an older version has none.
         "records_per_s": round(sum(r.get("rate", {}).get("records_per_s", 0.0) for r in tasks), 1),
         "bytes_per_s": round(sum(r.get("rate", {}).get("bytes_per_s", 0.0) for r in tasks), 1),
