@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import time
+import urllib.error
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,13 +92,23 @@ class Shots:
 
 
 def until(what: str, timeout: float, probe: Callable[[], Any], every: float = 2.0) -> Any:
+    """`probe()`'s first true value within `timeout` seconds. A probe of Airflow's API that times
+    out or cannot connect is asked again: on a loaded machine the API server once took over 30 s to
+    answer one request (CI, 2026-11-30). An HTTP error answer is not retried."""
     deadline = time.monotonic() + timeout
     while True:
-        value = probe()
+        try:
+            value, failed = probe(), None
+        except (TimeoutError, ConnectionError) as exc:
+            value, failed = None, exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc, urllib.error.HTTPError):
+                raise
+            value, failed = None, exc
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s")
+            raise AssertionError(f"{what}: not within {timeout:.0f}s") from failed
         time.sleep(every)
 
 
