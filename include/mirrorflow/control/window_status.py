@@ -20,7 +20,7 @@ from mirrorflow.replicate.run_history import read_ranges, runs_bounds
 from mirrorflow.replicate.run_reading import parse_key
 from mirrorflow.replicate.runs import RUNS_TOPIC
 from mirrorflow.replicate.window.channel import STATUS
-from mirrorflow.replicate.window.figures import TOPIC_ROWS, merge_status
+from mirrorflow.replicate.window.figures import TOPIC_ROWS, attempt_key, merge_status
 
 FIRST_SCAN = 256
 MAX_SCAN = 16_384
@@ -50,7 +50,7 @@ def window_lag(consumer_config: dict[str, Any], flow: str, *, timeout_s: float) 
             if run_id is None:
                 run_id, tasks = run, int(body.get("tasks", 1))
             if run == run_id:
-                newest.setdefault((int(body["task"]), str(body.get("attempt", ""))), body)
+                newest.setdefault(attempt_key(body), body)
         end, span = start, span * 4
     if run_id is None:
         return None

@@ -31,7 +31,7 @@ from mirrorflow.replicate.planner import make_plan
 from mirrorflow.replicate.report import TOPIC_ROWS, RunReport, worst_rows
 from mirrorflow.replicate.runner import store_report
 from mirrorflow.replicate.window.channel import REFRESH, STATUS, RunsTail
-from mirrorflow.replicate.window.figures import StatusLines, merge_status
+from mirrorflow.replicate.window.figures import StatusLines, attempt_key, merge_status
 from mirrorflow.replicate.window.settings import STATUS_S, WindowSettings
 from mirrorflow.replicate.window.share import Assignment, assignments
 from mirrorflow.replicate.window.task import TaskOutcome
@@ -87,9 +87,10 @@ class WindowDriver:
         self.log_line = log_line
         self.refreshes = _Refreshes()
         self._done = threading.Event()
-        self._attempts: dict[str, dict[str, Any]] = {}
-        """The newest status of every task attempt seen: an attempt Spark lost with its executor
-        returns no outcome, and its figures are known only from here."""
+        self._attempts: dict[tuple[int, str], dict[str, Any]] = {}
+        """The newest status of every task attempt seen (attempt_key): the log line's figures, and
+        an attempt Spark lost with its executor returns no outcome, so its figures are known only
+        from here."""
 
     def run(self, launch: Launch, tasks: int) -> WindowResult:
         started_ms = int(time.time() * 1000)
@@ -162,16 +163,14 @@ class WindowDriver:
 
     def _follow(self) -> None:
         tail = RunsTail(self.clients.target_consumer, self.flow.name, (STATUS,), start=self.plan_offset)
-        newest: dict[tuple[int, str], dict[str, Any]] = {}
         lines = StatusLines(self.flow.name, now=time.monotonic(), every_s=STATUS_S * 0.8)
         try:
             while not self._done.wait(1.0):
                 fresh = [r for r in tail.poll() if r.run_id == self.plan.run_id]
                 for record in fresh:
                     body = json.loads(record.body)
-                    newest[int(body["task"]), str(body.get("attempt", ""))] = body
-                    self._attempts[str(body.get("attempt", ""))] = body
-                line = lines.line(merge_status(newest.values()), time.monotonic()) if fresh else None
+                    self._attempts[attempt_key(body)] = body
+                line = lines.line(merge_status(self._attempts.values()), time.monotonic()) if fresh else None
                 if line is not None:
                     self.log_line(line)
         finally:
@@ -186,7 +185,7 @@ class WindowDriver:
             stopped[outcome.stopped] = stopped.get(outcome.stopped, 0) + 1
         topics_lag = {name: row["window"] for name, row in merged["topics"].items()}
         returned = {o.attempt for o in outcomes}
-        lost = [body for attempt, body in self._attempts.items() if attempt not in returned]
+        lost = [body for (_, attempt), body in self._attempts.items() if attempt not in returned]
         return {
             "ends_ms": settings.ends_ms,
             "interval_ms": round(settings.interval_s * 1000),

@@ -2,10 +2,10 @@
 
 Each task keeps its own (TaskFigures) and stores them every few seconds (a `window` record, see
 channel.py); the driver, the status page and the metrics merge the newest record of each task
-attempt (merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is copied, so
-merged figures are the worst any task reports (p50 the largest p50, and so on): what is merged
-never looks better than the worst task, as adding the tasks' samples up would (an idle task's
-zeros would halve a busy one's p50). The driver's log lines of those figures (lag_line) come
+attempt (merge_status). A flow's lag at a moment is its most lagging partition's, wherever it is
+copied, so merged figures are the worst any task reports (p50 the largest p50, and so on): what
+is merged never looks better than the worst task, as adding the tasks' samples up would (an idle
+task's zeros would halve a busy one's p50). The driver's log lines of those figures (lag_line) come
 when something moved, and once a minute while nothing does (StatusLines).
 """
 
@@ -140,6 +140,11 @@ def worst(rows: Iterable[Mapping[str, float | None]]) -> dict[str, float | None]
     return out
 
 
+def attempt_key(record: Mapping[str, Any]) -> tuple[int, str]:
+    """Which task attempt a status record is of: (task index, attempt id; "" in older records)."""
+    return int(record["task"]), str(record.get("attempt", ""))
+
+
 def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One window's figures from its tasks' status records (any number of each, in any order).
 
@@ -149,25 +154,26 @@ def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     on from there (so the figures never go down when an executor is lost)."""
     of_attempt: dict[tuple[int, str], Mapping[str, Any]] = {}
     for record in records:
-        key = (int(record["task"]), str(record.get("attempt", "")))
+        key = attempt_key(record)
         if key not in of_attempt or record["at_ms"] >= of_attempt[key]["at_ms"]:
             of_attempt[key] = record
-    current: dict[int, Mapping[str, Any]] = {}
-    for (task, _), record in of_attempt.items():
-        if task not in current or record["at_ms"] >= current[task]["at_ms"]:
-            current[task] = record
-    tasks = list(current.values())
+    current: dict[int, tuple[int, str]] = {}  # each task's newest attempt
+    for key, record in of_attempt.items():
+        task = key[0]
+        if task not in current or record["at_ms"] >= of_attempt[current[task]]["at_ms"]:
+            current[task] = key
+    live = set(current.values())
+    tasks = [of_attempt[key] for key in live]
     attempts = list(of_attempt.values())
-    live = {id(record) for record in tasks}
     topics: dict[str, dict[str, Any]] = {}
-    for record in attempts:
+    for key, record in of_attempt.items():
         for name, row in record.get("topics", {}).items():
             merged = topics.setdefault(
                 name, {"records": 0, "bytes": 0, "lag_now_ms": 0, "recent": {}, "window": {}}
             )
             merged["records"] += row["records"]
             merged["bytes"] += row["bytes"]
-            if id(record) in live:
+            if key in live:
                 merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
                 for span in ("recent", "window"):
                     merged[span] = worst([merged[span], row[span]])
