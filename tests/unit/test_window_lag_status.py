@@ -205,3 +205,43 @@ def test_a_task_attempt_lost_with_its_executor_still_counts_for_what_it_copied()
     assert before["lag_now_s"] == 3.0 and after["lag_now_s"] == 0.1
     assert after["topics"]["orders"]["lag_now_ms"] == 100
     assert (after["lag_window_s"]["max"] or 0) < 1.0
+
+
+def lost_attempt_status(at_ms: int) -> dict:
+    """The last status record of an attempt that had copied 500 records of orders."""
+    figures = TaskFigures()
+    for _ in range(100):
+        figures.batch(
+            {"orders": 2_000}, [UnitResult("orders", 0, "A.orders", 0, 5, records=5, bytes=500)], at_ms
+        )
+    body = figures.status(index=0, tasks=1, attempt="lost-attempt", batches=100, partitions=2)
+    return {**json.loads(json.dumps(body)), "at_ms": at_ms}
+
+
+def test_an_attempt_counts_each_earlier_attempt_once_however_often_it_is_carried() -> None:
+    """Records of the lost attempt itself and the counts later attempts carry of it are one
+    attempt's: merged once, at its newest."""
+    now_ms = int(time.time() * 1000)
+    lost = lost_attempt_status(now_ms - 10_000)
+    second, third = TaskFigures(), TaskFigures()
+    second.earlier_attempt(lost, own="second")
+    second.batch({"orders": 100}, [UnitResult("orders", 0, "A.orders", 0, 3, records=3, bytes=300)], now_ms)
+    second_body = {
+        **second.status(index=0, tasks=1, attempt="second", batches=1, partitions=2),
+        "at_ms": now_ms - 5_000,
+    }
+    third.earlier_attempt(json.loads(json.dumps(second_body)), own="third")
+    third.batch({"orders": 50}, [UnitResult("orders", 0, "A.orders", 0, 2, records=2, bytes=200)], now_ms)
+    third_body = {**third.status(index=0, tasks=1, attempt="third", batches=1, partitions=2), "at_ms": now_ms}
+
+    assert set(third_body["earlier"]) == {"lost-attempt", "second"}
+    for seen in (
+        [third_body],
+        [lost, third_body],
+        [lost, second_body, third_body],
+        [second_body, third_body],
+    ):
+        merged = merge_status(seen)
+        assert merged["records"] == 500 + 3 + 2, [r["attempt"] for r in seen]
+        assert merged["topics"]["orders"]["records"] == 500 + 5
+        assert merged["tasks"] == 1 and merged["lag_now_s"] == 0.05

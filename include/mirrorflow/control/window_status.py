@@ -34,8 +34,8 @@ def window_lag(consumer_config: dict[str, Any], flow: str, *, timeout_s: float) 
     low, high = bounds
     run_id: str | None = None
     tasks = 0
-    # The newest record of each task attempt: an attempt lost with its executor still counts for
-    # the records it copied (merge_status), as far as the scan goes back.
+    # The newest record of each task attempt. An attempt lost with its executor still counts for
+    # the records it copied: its task's next attempt carries them in its own records (merge_status).
     newest: dict[tuple[int, str], dict[str, Any]] = {}
     end, span = high, FIRST_SCAN
     while end > max(low, high - MAX_SCAN) and (run_id is None or len({t for t, _ in newest}) < tasks):

@@ -68,6 +68,23 @@ class TaskFigures:
         self.whole = LagHistogram()
         self.topics: dict[str, _Topic] = {}
         self.rate = _Rate(int(time.time() * 1000))
+        self.earlier: dict[str, dict[str, Any]] = {}
+        """What the task's earlier attempts (lost with their executors) had copied, by attempt id,
+        from their newest status records: carried in this attempt's records, so that whoever reads
+        only the newest records (the status page) still counts them."""
+
+    def earlier_attempt(self, record: Mapping[str, Any], *, own: str) -> None:
+        """An earlier attempt's status record, and the attempts it carried in turn: the newest
+        counts of each but `own` (this attempt) are kept."""
+        for attempt, counts in [
+            (str(record.get("attempt", "")), copied(record)),
+            *record.get("earlier", {}).items(),
+        ]:
+            if attempt == own:
+                continue
+            known = self.earlier.get(attempt)
+            if known is None or counts["at_ms"] >= known["at_ms"]:
+                self.earlier[attempt] = counts
 
     def batch(self, samples: Mapping[str, int], results: Iterable[UnitResult], now_ms: int) -> None:
         """One batch: what it copied, and one lag sample per topic (the worst of its partitions)."""
@@ -127,6 +144,7 @@ class TaskFigures:
                 for name in shown
             },
             "topics_count": len(self.topics),
+            **({"earlier": self.earlier} if self.earlier else {}),
         }
 
 
@@ -145,13 +163,29 @@ def attempt_key(record: Mapping[str, Any]) -> tuple[int, str]:
     return int(record["task"]), str(record.get("attempt", ""))
 
 
+def copied(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a status record says its attempt copied: what still counts once the attempt is gone."""
+    return {
+        "at_ms": record["at_ms"],
+        "batches": record["batches"],
+        "records": record["records"],
+        "bytes": record["bytes"],
+        "topics": {
+            name: {"records": row["records"], "bytes": row["bytes"]}
+            for name, row in record.get("topics", {}).items()
+        },
+    }
+
+
 def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One window's figures from its tasks' status records (any number of each, in any order).
 
     The newest record of each task attempt counts. A task's newest attempt gives its partitions,
     rates and lag; records, bytes and batches add up over all its attempts, since what an attempt
     Spark lost with its executor had copied is committed and the attempt that follows it copies
-    on from there (so the figures never go down when an executor is lost)."""
+    on from there (so the figures never go down when an executor is lost). A later attempt carries
+    its earlier attempts' counts in its records (TaskFigures.earlier): they count even when none
+    of the earlier attempts' own records is among `records`."""
     of_attempt: dict[tuple[int, str], Mapping[str, Any]] = {}
     for record in records:
         key = attempt_key(record)
@@ -164,19 +198,30 @@ def merge_status(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             current[task] = key
     live = set(current.values())
     tasks = [of_attempt[key] for key in live]
-    attempts = list(of_attempt.values())
+    counts = {key: copied(record) for key, record in of_attempt.items()}
+    for (task, _), record in of_attempt.items():
+        for attempt, carried in record.get("earlier", {}).items():
+            key = (task, attempt)
+            if key not in counts or carried["at_ms"] > counts[key]["at_ms"]:
+                counts[key] = carried
+    attempts = list(counts.values())
     topics: dict[str, dict[str, Any]] = {}
-    for key, record in of_attempt.items():
+
+    def topic(name: str) -> dict[str, Any]:
+        return topics.setdefault(
+            name, {"records": 0, "bytes": 0, "lag_now_ms": 0, "recent": {}, "window": {}}
+        )
+
+    for counted in attempts:
+        for name, row in counted["topics"].items():
+            topic(name)["records"] += row["records"]
+            topic(name)["bytes"] += row["bytes"]
+    for record in tasks:
         for name, row in record.get("topics", {}).items():
-            merged = topics.setdefault(
-                name, {"records": 0, "bytes": 0, "lag_now_ms": 0, "recent": {}, "window": {}}
-            )
-            merged["records"] += row["records"]
-            merged["bytes"] += row["bytes"]
-            if key in live:
-                merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
-                for span in ("recent", "window"):
-                    merged[span] = worst([merged[span], row[span]])
+            merged = topic(name)
+            merged["lag_now_ms"] = max(merged["lag_now_ms"], row["lag_now_ms"])
+            for span in ("recent", "window"):
+                merged[span] = worst([merged[span], row[span]])
     return {
         "tasks": len(tasks),
         "at_ms": max((r["at_ms"] for r in tasks), default=0),

@@ -42,6 +42,7 @@ from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_sl
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
+    STATUS,
     TAKEOVER,
     RunsTail,
     StatusWriter,
@@ -110,7 +111,7 @@ class WindowTask:
         tail = RunsTail(
             reach.config(job.target_consumer),
             self.assignment.flow,
-            (REFRESH, TAKEOVER),
+            (REFRESH, TAKEOVER, STATUS),
             start=self.assignment.plan_offset,
         )
         status = StatusWriter(reach.config(job.target_producer), self.assignment.flow, self.assignment.run_id)
@@ -321,6 +322,8 @@ class WindowTask:
                 self._takeover(record)
             elif record.kind == REFRESH and record.run_id == self.assignment.run_id:
                 self._refresh(Plan.from_json(record.body))
+            elif record.kind == STATUS and record.run_id == self.assignment.run_id:
+                self._earlier_attempt(json.loads(record.body))
 
     def _takeover(self, record: RunRecord) -> None:
         body = json.loads(record.body)
@@ -350,6 +353,13 @@ class WindowTask:
                 self._release(slot)
         else:
             self.leaving |= taken
+
+    def _earlier_attempt(self, body: dict[str, Any]) -> None:
+        """A status record of this task's earlier attempt (Spark runs a task again when its
+        executor is lost): its counts ride on this attempt's status records, so the status page,
+        which reads only the newest records, still counts what the lost attempt copied."""
+        if int(body["task"]) == self.assignment.index and body.get("attempt") != self.outcome.attempt:
+            self.figures.earlier_attempt(body, own=self.outcome.attempt)
 
     def _refresh(self, plan: Plan) -> None:
         known = {topic for topic, _ in self.parts}
