@@ -1,5 +1,5 @@
 """Micro-batch windows on real Kafka: two windows overlapping at a handover copy every record
-once, topics created, grown and recreated while a window runs are copied and reported, and a
+once, a window waits for a successor that has planned past its own wait, topics created, grown and recreated while a window runs are copied and reported, and a
 task that starts after its window's end (Spark's new attempt of a task whose executor was lost)
 copies until the next window takes over, or fails the window once nothing would.
 
@@ -72,6 +72,46 @@ def test_two_windows_overlapping_at_a_handover_copy_every_record_once(shared_clu
     assert lag is not None and lag["run_id"] == second.driver.plan.run_id, lag
     assert lag["tasks"] == second.count and lag["records"] > 0
     assert lag["lag_recent_s"]["p99"] is not None and topic in lag["topics"]
+
+
+def test_a_window_whose_successor_has_planned_waits_past_its_own_wait_for_the_takeover(
+    shared_clusters, unique
+) -> None:
+    """A window shorter than HANDOVER_MAX_S waits its own length at most for the next window. On a
+    loaded machine the next window's Spark application took longer than that to start (a 60 s
+    window gave up 13 s before its successor's tasks came, and the flow was copied by no one
+    meanwhile). Once the next window has planned, the window waits for its takeover up to
+    HANDOVER_MAX_S: here the next window plans at once and starts its tasks only well after the
+    first window's own wait ran out, and the first copies on until they take its slots."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-successor")
+    create_topics(a.bootstrap, (topic, 2))
+    config = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\n" + MICRO_BATCH)
+    producer = SteadyProducer(a.bootstrap, topic, 2, rate=200, seed=SEED + 1)
+    producer.start()
+    first = WindowRun(config, unique("first"), length_s=3, handover=True, handover_s=3)
+    first.start()
+    second = WindowRun(config, unique("second"), length_s=60, handover=False)  # planned now
+    own_wait_over = first.driver.settings.ends_ms / 1000 + 3
+
+    def copied() -> int:
+        return sum(map(len, read_topic(b.bootstrap, f"A.{topic}", 2).values()))
+
+    time.sleep(max(0.0, own_wait_over + 1 - time.time()))
+    past_its_wait = copied()
+    time.sleep(4)
+    assert first.is_alive(), "the first window ended before its planned successor took over"
+    assert copied() > past_its_wait, "the first window stopped copying when its own wait ran out"
+    second.start()
+    wait_for(lambda: not first.is_alive(), "the second window takes every slot over")
+    time.sleep(2)
+    sent = producer.stop()
+    wait_for(lambda: copied() == sent, "the second window copies every record sent")
+    second.stop()
+    before, after = first.result(), second.result()
+    assert before.ok and after.ok, (before.error, after.error)
+    assert before.report.window["stopped"] == {"handed over": first.count}, before.report.window
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 2) == sent
 
 
 def test_topics_created_grown_and_recreated_mid_window_are_copied_and_reported(

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     log.info(
         "window %s of %s: %d partitions over %d tasks, a batch every %gs until %s (then until the next "
-        "window takes over, %gs at most)",
+        "window takes over, %gs at most, %gs once the next window has planned)",
         run_id,
         flow.name,
         len(plan.spans),
@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.interval_s,
         clock(settings.ends_ms),
         settings.handover_s,
+        settings.wait_s(successor=True),
     )
     driver = WindowDriver(
         flow, clients, plan, args.plan_offset, settings, log_line=lambda line: log.info("%s", line)

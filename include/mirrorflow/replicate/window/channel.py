@@ -9,6 +9,9 @@ topic (state lives in Kafka: the tasks may run on other machines than their driv
   sees a newer takeover of its slots lets them go; a task fenced without one takes its slots back.
 - `window` (a task -> its driver, the status page, the metrics): the task's figures every few
   seconds (records, lag in seconds).
+- `plan` (the next window's plan, stored before its Spark application is submitted): a task
+  that sees a newer plan of its flow knows a successor is starting, and waits for its takeover
+  past its own wait if that runs out first (settings.py). Only the record's key is read.
 
 Every record is small (a plan is chunked as any run record); tasks follow the topic with one
 consumer each (RunsTail), reading only what was added since their last look.
@@ -30,6 +33,7 @@ from mirrorflow.replicate.copy.clients import close_quietly
 from mirrorflow.replicate.run_reading import RunRecordAssembler
 from mirrorflow.replicate.runs import RUNS_TOPIC, IncompleteRunRecord, RunRecord, run_key, write_run_record
 
+PLAN = "plan"
 REFRESH = "refresh"
 TAKEOVER = "takeover"
 STATUS = "window"
@@ -86,14 +90,32 @@ class StatusWriter:
 
 
 class RunsTail:
-    """The run records of one flow of `kinds` written at or after `start`, as they come."""
+    """The run records of one flow of `kinds` written at or after `start`, as they come; with
+    `run_id` (the reader's own run), also the id of the newest plan of another run of the flow
+    (`successor`), from its key alone."""
 
     def __init__(
-        self, consumer_config: Mapping[str, Any], flow: str, kinds: Collection[str], *, start: int
+        self,
+        consumer_config: Mapping[str, Any],
+        flow: str,
+        kinds: Collection[str],
+        *,
+        start: int,
+        run_id: str | None = None,
     ) -> None:
         self._consumer = reader({**consumer_config, "fetch.wait.max.ms": 100})
         self._consumer.assign([TopicPartition(RUNS_TOPIC, 0, start)])
-        self._assembler = RunRecordAssembler(lambda f, _r, k: f == flow and k in kinds)
+        self.successor: str | None = None
+        """The run id of the newest plan of the flow after `start` that is not `run_id`'s."""
+
+        def wanted(f: str, r: str, k: str) -> bool:
+            if f != flow:
+                return False
+            if k == PLAN and run_id is not None and r != run_id:
+                self.successor = r
+            return k in kinds
+
+        self._assembler = RunRecordAssembler(wanted)
         self.position = start
 
     def poll(self) -> list[RunRecord]:

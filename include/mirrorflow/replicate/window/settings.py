@@ -4,7 +4,10 @@ A window ends at `ends_ms` (its start plus mirrorflow.microbatch.window.seconds)
 next window's DAG run starts about then, so a window does not stop at its end: it goes on copying
 until the next one has taken each of its slots (task.py), for at most `handover_s` more, so that
 Airflow's scheduling and Spark's start-up (tens of seconds) never leave the flow uncopied. A
-window run by hand (`mirrorflow replicate`) has no successor and ends at its end.
+window run by hand (`mirrorflow replicate`) has no successor and ends at its end. A window that
+has seen its successor's plan (the next DAG run planned, its Spark application starting) waits
+for its takeover up to HANDOVER_MAX_S past its end, even when its own wait is shorter: a short
+window's wait must not run out while the next window's Spark application is still starting.
 """
 
 from __future__ import annotations
@@ -54,10 +57,15 @@ class WindowSettings:
         all of them again when batches took 6 s)."""
         return max(1, math.floor(QUIET_ASKED_S / self.interval_s))
 
-    def over(self, now_ms: int | None = None) -> bool:
+    def wait_s(self, *, successor: bool = False) -> float:
+        """How long past its end the window waits for the next one: HANDOVER_MAX_S at least once
+        the next one has planned (`successor`), as long as the window hands over at all."""
+        return max(self.handover_s, HANDOVER_MAX_S) if successor and self.handover_s else self.handover_s
+
+    def over(self, now_ms: int | None = None, *, successor: bool = False) -> bool:
         """Whether the window's time, its wait for the next window included, has run out."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        return now >= self.ends_ms + self.handover_s * 1000
+        return now >= self.ends_ms + self.wait_s(successor=successor) * 1000
 
     def ended(self, now_ms: int | None = None) -> bool:
         now = int(time.time() * 1000) if now_ms is None else now_ms

@@ -103,6 +103,8 @@ class WindowTask:
         self.renew = False
         """Whether the next batch needs a new worker (see _refresh)."""
         self.handovers = HandoverLog(job, assignment)
+        self.successor: str | None = None
+        """The run id of the newest window of the flow that planned after this one (RunsTail)."""
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> TaskOutcome:
@@ -113,11 +115,13 @@ class WindowTask:
             self.assignment.flow,
             (REFRESH, TAKEOVER, STATUS),
             start=self.assignment.plan_offset,
+            run_id=self.assignment.run_id,
         )
         status = StatusWriter(reach.config(job.target_producer), self.assignment.flow, self.assignment.run_id)
         worker: CopyWorker | None = None
         try:
             self._read(tail.catch_up(job.unreachable_timeout_s))
+            self.successor = tail.successor
             self._check_start()
             self.handovers.watch(self.held)
             if self.held:
@@ -149,6 +153,7 @@ class WindowTask:
                         status.send(self._status())
                 with phase("window: run-records tail"):
                     self._read(tail.poll())
+                    self.successor = tail.successor
                     self.handovers.tell()
                 with phase("window: target probe"):
                     reach.check(tail.probe)
@@ -174,14 +179,16 @@ class WindowTask:
         the window fails saying so, rather than end as if it had copied them. Started earlier,
         it copies until the next window takes its slots, as the window's first attempt would."""
         settings = self.settings
-        if not self.held or settings.handover_s == 0 or not settings.over():
+        successor = self.successor is not None
+        if not self.held or settings.handover_s == 0 or not settings.over(successor=successor):
             return
         held = sorted(self.held)
         slots = ", ".join(map(str, held[:8])) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
         raise WindowFailed(
             f"task {self.assignment.index} of the window of {self.assignment.flow} started at "
             f"{clock(int(time.time() * 1000))}, after the window and its wait for the next window were over "
-            f"({clock(settings.ends_ms + int(settings.handover_s * 1000))}), and no newer window has taken "
+            f"({clock(settings.ends_ms + int(settings.wait_s(successor=successor) * 1000))}), and no newer "
+            "window has taken "
             f"its writer slots ({slots}): their partitions are not being copied. The next window "
             "copies them from their committed progress; if none is running, unpause or trigger the flow's "
             "replicate DAG"
@@ -193,7 +200,9 @@ class WindowTask:
         if not self.held:
             return "handed over"
         settings = self.settings
-        if settings.over() or (settings.handover_s == 0 and settings.ended()):
+        if settings.over(successor=self.successor is not None) or (
+            settings.handover_s == 0 and settings.ended()
+        ):
             # A window nothing takes over from (run by hand) whose task began after its end
             # still copies once what was waiting when it began.
             return "" if first and settings.handover_s == 0 else "window over"
