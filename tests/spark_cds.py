@@ -5,10 +5,11 @@ Spark's classes instead of loading and verifying them one by one.
 A driver's start-up is mostly class loading: a small local job took 7.8 CPU-seconds and 8.3 s
 here without the archive, 4.9 CPU-seconds and 5.2 s with it, and the suite runs a few dozen
 spark-submits (every end-to-end DAG run copies through one). The archive is recorded from one
-real job (a session, a parallelized map, a collect: what mirrorflow's copy and window jobs do)
-with the JVM's dynamic archiving (-XX:ArchiveClassesAtExit), and is named after the pyspark
-version and the JVM, so a different Spark or Java builds its own. tests/conftest.py gives it to
-every driver the suite starts, the way it gives them the C1-only JIT; only start-up changes.
+real job (a SparkContext, a parallelized map, a collect: what mirrorflow's copy and window jobs
+do) with the JVM's dynamic archiving (-XX:ArchiveClassesAtExit), and is named after the pyspark
+version, the JVM and the job, so a different Spark, Java or job builds its own.
+tests/conftest.py gives it to every driver the suite starts, the way it gives them the C1-only
+JIT; only start-up changes.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from pathlib import Path
 
 ARCHIVE_DIR = Path(__file__).resolve().parent.parent / "kafka" / "cds"
 RECORD_JOB = """
-from pyspark.sql import SparkSession
+from pyspark import SparkConf, SparkContext
 
-spark = SparkSession.builder.appName("spark-cds").getOrCreate()
-counted = spark.sparkContext.parallelize([[1, 2], [3]], 2).mapPartitions(lambda rows: [sum(map(sum, rows))])
+context = SparkContext.getOrCreate(SparkConf().setAppName("spark-cds"))
+counted = context.parallelize([[1, 2], [3]], 2).mapPartitions(lambda rows: [sum(map(sum, rows))])
 assert sorted(counted.collect()) == [3, 3]
-spark.stop()
+context.stop()
 """
 # The archive's own warnings (a JVM that cannot map it) would land in the logs tests read.
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off -Xlog:class+path=off"
@@ -47,7 +48,9 @@ def archive() -> Path:
     import pyspark
 
     java_version = subprocess.run([_java(), "-version"], capture_output=True, text=True, check=True).stderr
-    digest = hashlib.sha256(f"{pyspark.__version__}\n{_java()}\n{java_version}".encode()).hexdigest()[:16]
+    # The job recorded is in the name too: a job that loads other classes records a new archive.
+    named = f"{pyspark.__version__}\n{_java()}\n{java_version}\n{RECORD_JOB}"
+    digest = hashlib.sha256(named.encode()).hexdigest()[:16]
     return ARCHIVE_DIR / f"spark-driver-{digest}.jsa"
 
 

@@ -30,7 +30,14 @@ from mirrorflow.replicate.window.settings import WindowSettings, clock, window_s
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.summary import window_sentences
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
-from mirrorflow.spark.copy_job import configure_logging, flow_and_clients, lost, read_plan_or_lost, run_slices
+from mirrorflow.spark.copy_job import (
+    configure_logging,
+    flow_and_clients,
+    lost,
+    read_plan_or_lost,
+    run_slices,
+    spark_context,
+)
 from mirrorflow.spark.outcome import LOST_EXIT, lost_line
 
 log = logging.getLogger("mirrorflow.spark.window")
@@ -51,9 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def spark_task_slots() -> int:
     """Tasks Spark runs at once: spark.default.parallelism as the SparkContext reports it."""
-    from pyspark.sql import SparkSession
-
-    return SparkSession.builder.getOrCreate().sparkContext.defaultParallelism
+    return spark_context().defaultParallelism
 
 
 def _copy_window(job: CopyJob, settings: WindowSettings, assigned: list[Assignment]) -> Iterator[TaskOutcome]:
