@@ -108,8 +108,8 @@ def run_slices(
 def spark_context(app_name: str | None = None) -> Any:
     """The application's SparkContext (made once). mirrorflow's jobs use only Spark's core API
     (parallelize, mapPartitions, collect), so no SparkSession: its SQL state cost each
-    application 4-6 s and 7-10 CPU-seconds more at its start here (spark-submit of a small job
-    in local[2]: 11-12 s and 15-16 CPU-s with a SparkContext, 15-17 s and 22-26 CPU-s with a
+    application about a quarter more CPU at its start (benchmarks/spark_start.py: a small job in
+    local[2], 13.1 s and 18.3 CPU-s with a SparkContext, 16.4 s and 24.7 CPU-s with a
     SparkSession), on the cores the window before it copies on at a handover."""
     from pyspark import SparkConf, SparkContext
 
