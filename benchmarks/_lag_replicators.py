@@ -107,13 +107,21 @@ def micro_batch_handovers(ctx: Context, src: str, dst: str, path: Path) -> Repli
 
     def loop() -> None:
         while not halt.is_set():
+            began, cpu = time.monotonic(), time.process_time()
             planned = service.plan_run(str(path), src, dst, run_id=f"bench-{uuid.uuid4().hex[:8]}")
             ends = time.monotonic() + length
+            planning = f"planned in {ends - length - began:.1f}s ({time.process_time() - cpu:.1f} CPU-s)"
             command = spark_submit(
                 ctx.args.spark_master, "mirrorflow_window.py", path, f"{src}->{dst}", planned["plan_offset"]
             )
             log = ctx.tmp / f"{src}-window-{len(windows)}.log"
             windows.append(_popen([*command, "--window", f"{length:g}"], log, env=spark_env()))
+            submitted_ms = int(time.time() * 1000)
+            print(
+                f"    window {len(windows) - 1} {planning}, submitted at epoch ms {submitted_ms}", flush=True
+            )
+            with open(ctx.tmp / f"{src}-windows.tsv", "a") as submitted:
+                submitted.write(f"{len(windows) - 1}\t{submitted_ms}\t{log.name}\n")
             halt.wait(max(0.0, ends - time.monotonic()))
 
     thread = threading.Thread(target=loop, daemon=True)

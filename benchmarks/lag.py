@@ -50,7 +50,9 @@ with --fresh-clusters each measurement gets a new source and target instead (at 
 partitions a broker that held the last measurement's topics is slow to take the next one's).
 
 Run: `.venv/bin/python benchmarks/lag.py` (--seconds and --rates for a short run; --topics 100
---partitions 10 for 1,000 partitions; --help).
+--partitions 10 for 1,000 partitions; --help). --timeline DIR keeps each measurement's lag second
+by second and the replicators' logs (and when the handovers row submitted each window), which
+benchmarks/handover_timeline.py reads to say where a handover's lag falls.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -111,6 +114,13 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=MICROBATCH_INTERVAL_MS,
         help="mirrorflow.microbatch.interval.ms of the micro-batch rows (default: the key's default)",
+    )
+    parser.add_argument(
+        "--timeline",
+        type=Path,
+        default=None,
+        help="a directory to keep each measurement's lag second by second (CSV, by source append "
+        "time) and the replicators' logs in, to see where a spike falls (a handover, a batch)",
     )
     parser.add_argument("--heap", default=None, help="heap of each Kafka broker (default: localkafka's)")
     parser.add_argument(
@@ -236,6 +246,8 @@ def measure(ctx: Context, name: str, rate: int) -> Row:
         reader.halt.set()
         reader.join(30)
     remote_stamps(ctx.target.bootstrap, remotes, name)
+    if args.timeline:
+        keep_timeline(args.timeline, ctx, name, reader, cutoff_ms)
     transactions = commits.count() / span_s if commits else None
     count = min(len(reader.stamps), len(reader.lags))
     stamps, lags = np.array(reader.stamps[:count]), np.array(reader.lags[:count])
@@ -267,6 +279,26 @@ def measure(ctx: Context, name: str, rate: int) -> Row:
         arrived and not growing,
         note.strip(),
     )
+
+
+def keep_timeline(into: Path, ctx: Context, name: str, reader: LagReader, cutoff_ms: int) -> None:
+    """Write the measured records' lag second by second (from the warm-up's end, by when the
+    source appended them) and copy the replicator's logs, both named after the measurement."""
+    into.mkdir(parents=True, exist_ok=True)
+    label = f"{ctx.counter}-{''.join(c if c.isalnum() else '-' for c in name)}"
+    count = min(len(reader.stamps), len(reader.lags))
+    stamps, lags = np.array(reader.stamps[:count]), np.array(reader.lags[:count])
+    seconds = (stamps - cutoff_ms) // 1000
+    with open(into / f"{label}.csv", "w") as out:
+        out.write(f"# epoch ms of second 0: {cutoff_ms}\nsecond,records,p50_s,p99_s,max_s\n")
+        for second in np.unique(seconds):
+            ordered = np.sort(lags[seconds == second])
+            out.write(
+                f"{second},{len(ordered)},{quantile(ordered, 0.5):.3f},{quantile(ordered, 0.99):.3f},"
+                f"{quantile(ordered, 1.0):.3f}\n"
+            )
+    for kept in [*ctx.tmp.glob("*.log"), *ctx.tmp.glob("*.tsv")]:
+        shutil.copyfile(kept, into / f"{label}-{kept.name}")
 
 
 def command_line() -> str:
