@@ -53,7 +53,7 @@ from mirrorflow.replicate.window.figures import TaskFigures
 from mirrorflow.replicate.window.handovers import HandoverLog
 from mirrorflow.replicate.window.partitions import PartitionState, next_spans
 from mirrorflow.replicate.window.reach import TargetReach
-from mirrorflow.replicate.window.settings import WindowSettings, clock
+from mirrorflow.replicate.window.settings import WindowSettings
 from mirrorflow.replicate.window.share import Assignment
 
 MAX_RETAKES = 5
@@ -174,39 +174,25 @@ class WindowTask:
         return self._finish()
 
     def _check_start(self) -> None:
-        """A task (or Spark's new attempt of it, after its executor was lost) that starts once
-        the window and its wait for the next window are over holds slots nobody copies any more:
-        the window fails saying so, rather than end as if it had copied them. Started earlier,
-        it copies until the next window takes its slots, as the window's first attempt would."""
-        settings = self.settings
-        successor = self.successor is not None
-        if not self.held or settings.handover_s == 0 or not settings.over(successor=successor):
-            return
-        held = sorted(self.held)
-        slots = ", ".join(map(str, held[:8])) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
-        raise WindowFailed(
-            f"task {self.assignment.index} of the window of {self.assignment.flow} started at "
-            f"{clock(int(time.time() * 1000))}, after the window and its wait for the next window were over "
-            f"({clock(settings.ends_ms + int(settings.wait_s(successor=successor) * 1000))}), and no newer "
-            "window has taken "
-            f"its writer slots ({slots}): their partitions are not being copied. The next window "
-            "copies them from their committed progress; if none is running, unpause or trigger the flow's "
-            "replicate DAG"
+        late = self.settings.started_late(
+            task=self.assignment.index,
+            flow=self.assignment.flow,
+            held=self.held,
+            successor=self.successor is not None,
         )
+        if late:
+            raise WindowFailed(late)
 
     def _stop_reason(self, *, first: bool = False) -> str:
         if self.stop():
             return "stopped"
         if not self.held:
             return "handed over"
-        settings = self.settings
-        if settings.over(successor=self.successor is not None) or (
-            settings.handover_s == 0 and settings.ended()
-        ):
-            # A window nothing takes over from (run by hand) whose task began after its end
-            # still copies once what was waiting when it began.
-            return "" if first and settings.handover_s == 0 else "window over"
-        return ""
+        return (
+            "window over"
+            if self.settings.window_over(first=first, successor=self.successor is not None)
+            else ""
+        )
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
