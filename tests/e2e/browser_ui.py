@@ -28,6 +28,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = PROJECT_ROOT / "build" / "screenshots"
 # The page's background at most this light (0-255) in dark mode, at least this light in light mode.
 DARK_MAX, LIGHT_MIN = 90, 170
+# How long a DAG's page may take to show its Trigger button (open_trigger_form).
+TRIGGER_PAGE_S = 90
 
 BACKGROUND = """() => {
   // The colour the page paints behind its content, as RGB (a canvas converts any CSS colour).
@@ -204,6 +206,47 @@ def field(dialog: Any, title: str) -> Any:
     return dialog.get_by_role("group").filter(has=label(dialog, title)).locator("input").first
 
 
+def dag_report(server: AirflowServer, dag_id: str) -> str:
+    """What Airflow says of the DAG (stale, import errors) and the ends of the dag-processor's and
+    api-server's logs: why its page may show no Trigger button."""
+    dag = server.api(f"/api/v2/dags/{dag_id}")
+    errors = server.api("/api/v2/importErrors")["import_errors"]
+    parts = [f"{dag_id}: is_stale={dag.get('is_stale')} has_import_errors={dag.get('has_import_errors')}"]
+    parts += [f"import error in {e.get('filename')}: {e.get('stack_trace', '')[-1500:]}" for e in errors]
+    for component in ("dag-processor", "api-server"):
+        parts.append(f"--- {component}.log:\n{server.log_tail(component, 25)}")
+    return "\n".join(parts)
+
+
+def open_trigger_form(page: Any, server: AirflowServer, shots: Shots, dag_id: str) -> None:
+    """The DAG's page, its Trigger button clicked. Airflow hides the button of a DAG it marked
+    stale, as it does every DAG of a file whose parse failed, until a parse succeeds again: the
+    DAG must be active first (an import error that stays fails here, with its text). The page gets
+    TRIGGER_PAGE_S to draw: on a loaded 2-core machine Airflow's API once took over 30 s to
+    answer (CI, 2026-11-30, the migrate DAG's page showed no button for 30 s in two tests)."""
+
+    def active() -> bool:
+        dag = server.api(f"/api/v2/dags/{dag_id}")
+        if dag.get("is_stale"):
+            print(
+                f"{dag_id} is stale (has_import_errors={dag.get('has_import_errors')}): waiting for a parse"
+            )
+        return not dag.get("is_stale")
+
+    until(f"{dag_id} is active in Airflow", 180, active, every=3)
+    page.goto(f"{server.url}/dags/{dag_id}")
+    from playwright.sync_api import TimeoutError as PageTimeout
+
+    try:
+        page.get_by_role("button", name="Trigger").click(timeout=TRIGGER_PAGE_S * 1000)
+    except PageTimeout as exc:
+        shots.take(page, f"{dag_id}-no-trigger-button")
+        raise AssertionError(
+            f"{dag_id}'s page showed no Trigger button within {TRIGGER_PAGE_S}s:\n"
+            + dag_report(server, dag_id)
+        ) from exc
+
+
 def trigger(
     page: Any,
     server: AirflowServer,
@@ -221,8 +264,7 @@ def trigger(
     checked to be on (their default), those in `off` switched off; returns the new run's id.
     Airflow accepts the trigger: whatever the form holds is read by the run's first task."""
     params = server.api(f"/api/v2/dags/{dag_id}/details")["params"]
-    page.goto(f"{server.url}/dags/{dag_id}")
-    page.get_by_role("button", name="Trigger").click()
+    open_trigger_form(page, server, shots, dag_id)
     dialog = page.get_by_role("dialog")
     dialog.get_by_text("Run Parameters").wait_for()
     for key, value in fill.items():

@@ -59,6 +59,7 @@ from .browser_ui import (
     colour_mode,
     log_in,
     open_status,
+    open_trigger_form,
     required_action,
     task_log,
     task_states,
@@ -420,8 +421,7 @@ def test_the_status_page_tells_runs_verdicts_and_a_failed_run_red(day: Day) -> N
     # The target goes down and the flow's next run fails in its plan, writing nothing to Kafka.
     assert day.backup.kafka is not None
     day.backup.kafka.stop()
-    page.goto(f"{server.url}/dags/{REPLICATE}")
-    page.get_by_role("button", name="Trigger").click()
+    open_trigger_form(page, server, day.shots, REPLICATE)
     page.get_by_role("dialog").get_by_role("button", name="Trigger").click()
     page.wait_for_url(lambda url: "/runs/" in url)
     until(
