@@ -26,6 +26,8 @@ import pytest
 from mirrorflow.airflow.local import AirflowHome, AirflowServer, free_port, port_is_free
 from mirrorflow.airflow.settings import PROJECT_ROOT
 
+from .browser_ui import until
+
 SCRIPT = PROJECT_ROOT / "scripts" / "airflow-local"
 DAGS = {
     "mirrorflow_migrate",
@@ -81,12 +83,9 @@ def _task_log_ends(home) -> str:
 
 
 def _wait(what: str, timeout: float, probe) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := probe():
-            return value
-        time.sleep(1)
-    raise AssertionError(f"{what} within {timeout:.0f}s")
+    """`probe()`'s first true value, asked every second; a request to Airflow's API that times out
+    is asked again until the deadline (`until`: a loaded machine's api-server took over 30 s)."""
+    return until(what, timeout, probe, every=1.0)
 
 
 def _dag_ids(server: AirflowServer) -> set[str]:
