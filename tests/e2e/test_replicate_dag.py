@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from mirrorflow.airflow.migrate_steps import STEPS
@@ -52,6 +53,9 @@ def _summaries(backup) -> list[dict]:
     ]
 
 
+# Two DAG runs through Spark: 100 s on a usual day, over 300 s (the suite's default limit) on a
+# machine three times slower (CI, 2026-11-30).
+@pytest.mark.timeout(600)
 def test_replicate_dag_copies_every_topic_exactly(airflow_home, kafka_clusters) -> None:
     primary, backup = kafka_clusters(2)
     seed(primary.kafka)
@@ -87,6 +91,7 @@ EXECUTOR_PYTHON_LINE = re.compile(
 )
 
 
+@pytest.mark.timeout(600)
 def test_replicate_dag_copies_on_a_spark_standalone_cluster_with_the_python_the_job_ships(
     airflow_home, kafka_clusters, spark_standalone, mirrorflow_wheel, executor_env
 ) -> None:
