@@ -52,6 +52,7 @@ from ..integration.test_failover_helpers import commit_at, committed
 from .browser_ui import (
     DARK_MAX,
     LIGHT_MIN,
+    PAGE_TIMEOUT_S,
     Shots,
     answer_approval,
     background,
@@ -112,7 +113,7 @@ def day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Day]:
         )
         shots = Shots(where / "screenshots")
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(30_000)
+        page.set_default_timeout(PAGE_TIMEOUT_S * 1000)
         try:
             server.start()
             server.wait_healthy(180)
