@@ -13,11 +13,16 @@ warning, as the sign of another copy of the flow running that they are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Collection, Iterable
+from typing import Any
 
 from mirrorflow.replicate.copy.fencing_log import FENCINGS
 from mirrorflow.replicate.copy.ids import slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob
+from mirrorflow.replicate.plan import COPY_SLOTS
+from mirrorflow.replicate.runs import RunRecord
+from mirrorflow.replicate.window.settings import WindowSettings, clock
 from mirrorflow.replicate.window.share import Assignment
 
 NAMED_SLOTS = 8  # slots a line names; the rest are counted
@@ -35,6 +40,50 @@ def slot_list(slots: Iterable[int]) -> str:
     if rest > 0:
         return f"slots {named} and {rest:,} more"
     return f"slots {', '.join(map(str, ordered[:-1]))} and {ordered[-1]}"
+
+
+def slots_taken(
+    record: RunRecord,
+    body: dict[str, Any],
+    *,
+    assignment: Assignment,
+    attempt: str,
+    own_offset: int | None,
+    held: Collection[int],
+) -> tuple[set[int], bool]:
+    """The slots of `held` that a takeover record (`body` its JSON) takes from this task, and
+    whether they go at once. Only a newer window's takeover takes any: a later plan, or the same
+    plan's record after this task's own. One under another slot count (tasks.max changed) takes
+    every slot at once, after the batch in flight: its slots are other partitions, its tasks
+    together take the whole flow, and a writer of this task opened again would fence the newer
+    window's ids in turn. Otherwise a slot this task has not opened yet (`own_offset` None) goes
+    at once, and one it has goes once its writer is fenced or it has nothing to copy."""
+    mine = assignment.plan_offset
+    if body["attempt"] == attempt:
+        return set(), False
+    newer = body["plan_offset"] > mine or (
+        body["plan_offset"] == mine and own_offset is not None and record.offset > own_offset
+    )
+    if not newer:
+        return set(), False
+    if body.get("writer_slots", COPY_SLOTS) != assignment.writer_slots:
+        return set(held), True
+    return set(body["slots"]) & set(held), own_offset is None
+
+
+def late_start_error(
+    settings: WindowSettings, *, task: int, flow: str, held: Collection[int], successor: bool
+) -> str:
+    """The window's failure when `task` starts holding `held` after the window and its wait for
+    the next window are over (WindowSettings.started_late)."""
+    over_at = settings.ends_ms + int(settings.wait_s(successor=successor) * 1000)
+    return (
+        f"task {task} of the window of {flow} started at {clock(int(time.time() * 1000))}, after the "
+        f"window and its wait for the next window were over ({clock(over_at)}), and no newer window "
+        f"has taken its writer slots ({slot_list(held)}): their partitions are not being copied. The "
+        "next window copies them from their committed progress; if none is running, unpause or "
+        "trigger the flow's replicate DAG"
+    )
 
 
 class HandoverLog:

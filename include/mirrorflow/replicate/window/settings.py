@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -80,26 +79,13 @@ class WindowSettings:
             return not (first and self.handover_s == 0)
         return False
 
-    def started_late(self, *, task: int, flow: str, held: Collection[int], successor: bool) -> str | None:
-        """The window's failure when `task` (or Spark's new attempt of it, after its executor was
-        lost) starts holding slots once the window and its wait for the next window are over:
-        nobody copies them any more, and the window must say so rather than end as if it had
-        copied them. None when the task may copy (started earlier, it copies until the next
-        window takes its slots, as the window's first attempt would)."""
-        if not held or self.handover_s == 0 or not self.over(successor=successor):
-            return None
-        ordered = sorted(held)
-        slots = ", ".join(map(str, ordered[:8])) + (
-            f" and {len(ordered) - 8} more" if len(ordered) > 8 else ""
-        )
-        return (
-            f"task {task} of the window of {flow} started at {clock(int(time.time() * 1000))}, after the "
-            f"window and its wait for the next window were over "
-            f"({clock(self.ends_ms + int(self.wait_s(successor=successor) * 1000))}), and no newer window "
-            f"has taken its writer slots ({slots}): their partitions are not being copied. The next window "
-            "copies them from their committed progress; if none is running, unpause or trigger the flow's "
-            "replicate DAG"
-        )
+    def started_late(self, *, successor: bool) -> bool:
+        """Whether a task (or Spark's new attempt of it, after its executor was lost) that starts
+        holding slots now starts after the window and its wait for the next window are over:
+        nobody copies those slots any more, and the window must say so rather than end as if it
+        had copied them. Started earlier, it copies until the next window takes its slots, as the
+        window's first attempt would."""
+        return self.handover_s != 0 and self.over(successor=successor)
 
 
 def window_settings(

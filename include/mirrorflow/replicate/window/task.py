@@ -38,7 +38,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -50,7 +50,7 @@ from mirrorflow.replicate.window.channel import (
     write_takeover,
 )
 from mirrorflow.replicate.window.figures import TaskFigures
-from mirrorflow.replicate.window.handovers import HandoverLog
+from mirrorflow.replicate.window.handovers import HandoverLog, late_start_error, slots_taken
 from mirrorflow.replicate.window.partitions import PartitionState, next_spans
 from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings
@@ -174,14 +174,17 @@ class WindowTask:
         return self._finish()
 
     def _check_start(self) -> None:
-        late = self.settings.started_late(
-            task=self.assignment.index,
-            flow=self.assignment.flow,
-            held=self.held,
-            successor=self.successor is not None,
-        )
-        if late:
-            raise WindowFailed(late)
+        successor = self.successor is not None
+        if self.held and self.settings.started_late(successor=successor):
+            raise WindowFailed(
+                late_start_error(
+                    self.settings,
+                    task=self.assignment.index,
+                    flow=self.assignment.flow,
+                    held=self.held,
+                    successor=successor,
+                )
+            )
 
     def _stop_reason(self, *, first: bool = False) -> str:
         if self.stop():
@@ -321,30 +324,18 @@ class WindowTask:
                 self._earlier_attempt(json.loads(record.body))
 
     def _takeover(self, record: RunRecord) -> None:
-        body = json.loads(record.body)
-        mine = self.assignment.plan_offset
-        if body["attempt"] == self.outcome.attempt:
-            return
-        newer = body["plan_offset"] > mine or (
-            body["plan_offset"] == mine and self.own_offset is not None and record.offset > self.own_offset
+        taken, at_once = slots_taken(
+            record,
+            json.loads(record.body),
+            assignment=self.assignment,
+            attempt=self.outcome.attempt,
+            own_offset=self.own_offset,
+            held=self.held,
         )
-        if not newer:
-            return
-        if body.get("writer_slots", COPY_SLOTS) != self.assignment.writer_slots:
-            # A newer window under another slot count (tasks.max changed): its slots are other
-            # partitions than this task's, and its tasks together take the whole flow. This task
-            # lets every slot go now, after the batch in flight: copying on until fenced slot by
-            # slot, a writer opened again would fence the newer window's ids in turn.
-            if self.held:
-                self.handovers.successor = record.run_id
-            for slot in sorted(self.held):
-                self._release(slot)
-            return
-        taken = set(body["slots"]) & self.held
         if taken:
             self.handovers.successor = record.run_id
-        if self.own_offset is None:
-            for slot in taken:  # before this task opened anything: never touch them
+        if at_once:
+            for slot in sorted(taken):
                 self._release(slot)
         else:
             self.leaving |= taken
