@@ -128,24 +128,33 @@ def cli_reference() -> str:
     """Each command as `mirrorflow COMMAND --help` shows it: click's own usage line and help records
     (mkdocs-click 0.9 prints click 8.3's unset defaults as `Sentinel.UNSET`, so it is not used)."""
     root = click.Context(main, info_name="mirrorflow")
-    parts = [f"```\n{main.get_usage(root)}\n```\n"]
+    parts = [
+        f"```\n{main.get_usage(root)}\n```\n",
+        "Options of `mirrorflow` itself, given before the command (`mirrorflow --log-level INFO "
+        "replicate ...`):\n",
+        _option_rows(main, root),
+    ]
     for name in sorted(main.commands):
         command = main.commands[name]
         if command.hidden:
             continue
         ctx = click.Context(command, info_name=name, parent=root)
-        rows = ["| option | meaning |", "|---|---|"]
-        for param in command.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record:
-                rows.append(f"| `{_cell(record[0])}` | {_cell(record[1])} |")
         parts += [
             f"### mirrorflow {name}\n",
             inspect.cleandoc(command.help or "") + "\n",
             f"```\n{command.get_usage(ctx)}\n```\n",
-            "\n".join(rows) + "\n",
+            _option_rows(command, ctx),
         ]
     return "\n".join(parts)
+
+
+def _option_rows(command: click.Command, ctx: click.Context) -> str:
+    rows = ["| option | meaning |", "|---|---|"]
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record:
+            rows.append(f"| `{_cell(record[0])}` | {_cell(record[1])} |")
+    return "\n".join(rows) + "\n"
 
 
 def dependencies_table() -> str:

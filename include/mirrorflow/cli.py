@@ -14,13 +14,28 @@ from mirrorflow.commands.console import make_console
 from mirrorflow.config import ConfigError, FlowConfig, MirrorConfig, Problem, parse_config, validate
 from mirrorflow.config.flow_checks import nothing_replicated
 from mirrorflow.config.replicate_mode import MICRO_BATCH
+from mirrorflow.logs import LEVEL_ENV, LEVELS
+from mirrorflow.logs import configure as configure_logs
 from mirrorflow.ops.cluster_versions import ClusterVersion, cluster_versions, slow_link_problems
 from mirrorflow.ops.preflight import preflight
 
 
 @click.group()
-def main() -> None:
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default="WARNING",
+    show_default=True,
+    envvar=LEVEL_ENV,
+    show_envvar=True,
+    help="Log lines of this level and above go to stderr, each with its time, level and logger, "
+    "from the command and from the worker processes it starts. INFO adds lines such as where a "
+    "plan read the flow's progress on from and each micro-batch window task's end; DEBUG adds "
+    "each retried call.",
+)
+def main(log_level: str) -> None:
     """mirrorflow: Kafka replication with MirrorMaker 2 semantics, run by Airflow and Spark."""
+    configure_logs(log_level)
 
 
 # Modules under mirrorflow.commands whose COMMANDS join `main`.

@@ -14,6 +14,7 @@ from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
 
+from mirrorflow import logs
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.config.replicate_mode import MICRO_BATCH
@@ -74,7 +75,12 @@ def run_locally(
     results: list[UnitResult] = []
     if not slices:
         return results
-    with ProcessPoolExecutor(max_workers=len(slices), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(slices),
+        mp_context=get_context("spawn"),
+        initializer=logs.spawned,
+        initargs=(logs.level(),),
+    ) as pool:
         futures = [pool.submit(copy_slice, job, s) for s in slices]
         for future in as_completed(futures):
             for result in future.result():

@@ -30,6 +30,7 @@ from confluent_kafka import KafkaException
 from mirrorflow.clients import FlowClients, lost_cluster, unreachable_now
 from mirrorflow.config import FlowConfig, load_config
 from mirrorflow.kafka import ClusterUnreachable, KafkaCallError
+from mirrorflow.logs import LOG_FORMAT
 from mirrorflow.replicate.copy import copy_slice
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.report import RunReport
@@ -37,7 +38,7 @@ from mirrorflow.replicate.run_reading import read_run_record
 from mirrorflow.replicate.runner import copy_job_for, store_report
 from mirrorflow.replicate.runs import RunRecordNotStored
 from mirrorflow.replicate.watch import ProgressLog, ProgressWatcher, RunProgress, log_interval_s
-from mirrorflow.spark.executor import LOG_FORMAT, log_python
+from mirrorflow.spark.executor import log_python
 from mirrorflow.spark.outcome import LOST_EXIT, lost_line
 
 CONNECTION_EXTRAS_ENV = "MIRRORFLOW_CONNECTION_EXTRAS"

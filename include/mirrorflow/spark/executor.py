@@ -14,8 +14,8 @@ from importlib import metadata
 from pathlib import Path
 
 import mirrorflow
+from mirrorflow.logs import LOG_FORMAT
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 log = logging.getLogger("mirrorflow.spark.executor")
 
 

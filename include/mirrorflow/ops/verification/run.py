@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import Any
 
+from mirrorflow import logs
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.ops.verification.checks import CompareJob, VerifySpan
@@ -48,7 +49,12 @@ def verify_locally(job: CompareJob, plan: VerifyPlan) -> list[dict[str, Any]]:
     if len(slices) == 1:
         return verify_slice(job, slices[0])
     checks: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=len(slices), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(slices),
+        mp_context=get_context("spawn"),
+        initializer=logs.spawned,
+        initargs=(logs.level(),),
+    ) as pool:
         for future in as_completed([pool.submit(verify_slice, job, s) for s in slices]):
             checks.extend(future.result())
     return checks

@@ -18,6 +18,7 @@ import signal
 from multiprocessing import get_context
 from multiprocessing.synchronize import Event
 
+from mirrorflow import logs
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.window.settings import WindowSettings
 from mirrorflow.replicate.window.share import Assignment
@@ -30,9 +31,15 @@ PR_SET_PDEATHSIG = 1
 
 
 def _task_process(
-    job: CopyJob, settings: WindowSettings, assignment: Assignment, stop: Event, results: queue.Queue
+    job: CopyJob,
+    settings: WindowSettings,
+    assignment: Assignment,
+    stop: Event,
+    results: queue.Queue,
+    log_level: str | None,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logs.spawned(log_level)
     with contextlib.suppress(OSError):  # Linux: killed with the command that started it
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     results.put(run_task(job, settings, assignment, stop.is_set))
@@ -57,7 +64,7 @@ class LocalTasks:
         processes = {
             a.index: context.Process(
                 target=_task_process,
-                args=(self.job, self.settings, a, stop, results),
+                args=(self.job, self.settings, a, stop, results, logs.level()),
                 name=f"mirrorflow-window-task-{a.index}",
             )
             for a in assigned
