@@ -50,7 +50,7 @@ from mirrorflow.replicate.window.channel import (
     write_takeover,
 )
 from mirrorflow.replicate.window.figures import TaskFigures
-from mirrorflow.replicate.window.handovers import HandoverLog, late_start_error, slots_taken
+from mirrorflow.replicate.window.handovers import HandoverLog, late_start_error, slot_list, slots_taken
 from mirrorflow.replicate.window.partitions import PartitionState, next_spans
 from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings
@@ -296,13 +296,14 @@ class WindowTask:
         self.outcome.retakes += 1
         if self.outcome.retakes > MAX_RETAKES:
             raise WindowFailed(
-                f"writer slots {sorted(taken)} of {self.assignment.flow} were fenced {MAX_RETAKES + 1} times by "
+                f"writer {slot_list(taken)} of {self.assignment.flow} fenced {MAX_RETAKES + 1} times by "
                 "writers that are not a newer window of this flow: another copy of the flow is running "
                 "(`mirrorflow replicate` in batch mode, an older window retried by hand, MirrorMaker 2); stop it"
             )
         log.warning(
-            "writer slots %s were fenced by a writer that is not a newer window; taking them back",
-            sorted(taken),
+            "a writer that is not a newer window fenced this task's writer %s; taking %s back",
+            slot_list(taken),
+            "it" if len(taken) == 1 else "them",
         )
         worker.close()
         return CopyWorker(self.job)
