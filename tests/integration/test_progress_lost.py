@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
-from mirrorflow.replicate.found_copies import CopiesWithoutProgress
+from mirrorflow.replicate.found_copies import CopiesWithoutProgress, copies_without_progress
+from mirrorflow.replicate.planner import read_settled_progress
 
 from .kafkatools import create_topics, produce_keyed, read_topic
 from .mirror_setup import mm2_text, replicate_once
@@ -128,3 +130,40 @@ def test_copies_of_a_source_topic_since_created_again_are_not_taken_for_the_new_
         refused.value
     )
     assert [r.value for r in read_topic(b.bootstrap, "A.orders", 1)[0]] == [b"old"] * 20
+
+
+def test_a_plan_that_read_progress_before_a_copy_beside_it_committed_asks_again_before_refusing(
+    kafka_clusters,
+) -> None:
+    """A copy running beside the plan (a window's tasks, another run) commits a partition's first
+    copies and their progress after the plan read progress: the plan then sees records on the
+    target and no progress. Without provenance it cannot tell them, so it reads progress again
+    before refusing, and plans with what it finds."""
+    a, b = kafka_clusters(2)
+    create_topics(a.bootstrap, ("orders", 2))
+    produce_keyed(a.bootstrap, "orders", 40, 2, b"v" * 10)
+    config = load_config(
+        mm2_text([a, b], ["A->B"], "A->B.topics = orders\nmirrorflow.provenance.headers.enabled = false\n")
+    )
+    replicate_once(config, "A", "B", "first")
+    flow = config.flow("A", "B")
+    clients = FlowClients.resolve(flow)
+    target_admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    parts = [("orders", p, "A.orders") for p in range(2)]
+    earliest = {("orders", p): 0 for p in range(2)}
+    stable = {("orders", p): 20 for p in range(2)}
+    reads = []
+
+    def reread():
+        reads.append(1)
+        return read_settled_progress(flow, clients, target_admin)
+
+    adopted, progress = copies_without_progress(
+        flow, clients, target_admin, parts, {}, earliest, stable, reread=reread
+    )
+
+    assert reads == [1] and adopted == {}
+    assert {where: stored.offset for where, stored in progress.items()} == {
+        ("orders", 0): 19,
+        ("orders", 1): 19,
+    }

@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mirrorflow.clients import FlowClients
+from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import reader
+from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.policy.provenance import ProvenanceError, read_provenance
 from mirrorflow.replicate.copy.recovery.decision import same_record
-from mirrorflow.replicate.progress_records import ProgressReadError
+from mirrorflow.replicate.progress_records import ProgressReadError, ProgressSnapshot, Stored
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +134,56 @@ def last_committed(
             del pending[where]
         window *= 10
     return found, unread
+
+
+def copies_without_progress(
+    flow: FlowConfig,
+    clients: FlowClients,
+    target_admin: AdminClient,
+    parts: list[tuple[str, int, str]],
+    progress: dict[Where, Stored],
+    earliest: Mapping[Where, int],
+    stable: Mapping[Where, int],
+    *,
+    reread: Callable[[], ProgressSnapshot | None],
+) -> tuple[dict[Where, int], dict[Where, Stored]]:
+    """(source offsets to go on after, the progress to plan with) for the plan's `parts` (source
+    topic, partition, remote topic): two batched ListOffsets on the target for the partitions
+    with no progress, and reads only where their remote partitions hold records. Before it
+    refuses, progress is read again (`reread`): a copy running beside the plan (a window's tasks,
+    another run) commits a partition's first copies with their progress, after the plan read
+    progress and before it listed the remote partitions; those it finds there are planned with
+    that progress instead."""
+
+    def adopted(known: Mapping[Where, Stored]) -> dict[Where, int]:
+        missing = [(t, p, remote) for t, p, remote in parts if (t, p) not in known]
+        if not missing:
+            return {}
+        remote = [(r, p) for _, p, r in missing]
+        low = list_offsets(target_admin, remote, OffsetSpec.earliest())
+        high = list_offsets(target_admin, remote, OffsetSpec.latest(), read_committed=True)
+        return adopted_progress(
+            source=flow.source,
+            source_consumer=clients.source_consumer,
+            target_consumer=clients.target_consumer,
+            candidates=[
+                Candidate(t, p, r, low[(r, p)], high[(r, p)])
+                for t, p, r in missing
+                if high.get((r, p), 0) > low.get((r, p), 0)
+            ],
+            earliest=earliest,
+            stable=stable,
+            progress_topic=flow.offset_storage_topic,
+        )
+
+    try:
+        return adopted(progress), progress
+    except CopiesWithoutProgress:
+        now = reread()
+        if now is None:
+            raise
+        progress = {**progress, **now.stored()}
+        return adopted(progress), progress
 
 
 def adopted_progress(

@@ -25,7 +25,7 @@ from mirrorflow.replicate import runs
 from mirrorflow.replicate.copy.job import settle_timeout_s
 from mirrorflow.replicate.copy.recovery.landed import landed_check
 from mirrorflow.replicate.copy.recovery.progress_sweep import end_hanging_progress
-from mirrorflow.replicate.found_copies import Candidate, adopted_progress
+from mirrorflow.replicate.found_copies import copies_without_progress
 from mirrorflow.replicate.plan import PartitionSpan, Plan, flow_writer_slots
 from mirrorflow.replicate.progress import (
     ProgressBlocked,
@@ -191,7 +191,16 @@ def make_plan(
         # No record at or after the timestamp means everything up to now is before it.
         ends = {tp: stable[tp] if at_time[tp] < 0 else min(at_time[tp], stable[tp]) for tp in parts}
     from_latest = str(clients.source_consumer.get("auto.offset.reset", "earliest")).lower() in _LATEST_RESETS
-    adopted = _copies_without_progress(flow, clients, target_admin, parts, progress, ready, earliest, stable)
+    adopted, progress = copies_without_progress(
+        flow,
+        clients,
+        target_admin,
+        [(t, p, ready[t]) for t, p in parts],
+        progress,
+        earliest,
+        stable,
+        reread=lambda: read_settled_progress(flow, clients, target_admin, progress_read),
+    )
 
     restarts: dict[tuple[str, int], str] = {}
     for topic, partition in parts:
@@ -270,40 +279,6 @@ def make_plan(
         progress_read=progress_read,
     )
     return PlanOutcome(plan, topics, tuple(internal))
-
-
-def _copies_without_progress(
-    flow: FlowConfig,
-    clients: FlowClients,
-    target_admin: AdminClient,
-    parts: list[tuple[str, int]],
-    progress: dict[tuple[str, int], Stored],
-    ready: dict[str, str],
-    earliest: dict[tuple[str, int], int],
-    stable: dict[tuple[str, int], int],
-) -> dict[tuple[str, int], int]:
-    """Where the copies already on the target reach, for source partitions with no progress
-    whose remote partitions hold records (replicate/found_copies.py): two batched ListOffsets on
-    the target for the partitions with no progress, and reads only where records are found."""
-    remote = [(ready[t], p) for t, p in parts if (t, p) not in progress]
-    if not remote:
-        return {}
-    low = list_offsets(target_admin, remote, OffsetSpec.earliest())
-    high = list_offsets(target_admin, remote, OffsetSpec.latest(), read_committed=True)
-    candidates = [
-        Candidate(t, p, ready[t], low[(ready[t], p)], high[(ready[t], p)])
-        for t, p in parts
-        if (t, p) not in progress and high.get((ready[t], p), 0) > low.get((ready[t], p), 0)
-    ]
-    return adopted_progress(
-        source=flow.source,
-        source_consumer=clients.source_consumer,
-        target_consumer=clients.target_consumer,
-        candidates=candidates,
-        earliest=earliest,
-        stable=stable,
-        progress_topic=flow.offset_storage_topic,
-    )
 
 
 def open_remote(target_admin: AdminClient, spans: list[PartitionSpan]) -> list[PartitionSpan]:
