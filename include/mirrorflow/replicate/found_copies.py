@@ -5,7 +5,7 @@ flow and wrong when its remote partition already holds this flow's copies: the p
 deleted or emptied (an operator "resetting" the mirror, a changed `offset.storage.topic`, a
 target that lost it), and copying from the start would write every record there a second time,
 with every run reporting success. Before a plan copies such a partition, the last committed
-record of its remote partition is read (one batched read for all of them), and:
+record of its remote partition is read (one consumer for up to CHUNK partitions), and:
 
 - a copy of this very source partition, from this source cluster, whose source record is still
   there and equal (key, value, timestamp, headers): the copy goes on right after it, and the
