@@ -127,6 +127,14 @@ def _copy_grants(flow: FlowConfig) -> list[Grant]:
         ),
         Grant("target", TOPIC, REMOTE_TOPICS, LITERAL, CREATE, "create remote topics"),
         Grant("target", TOPIC, REMOTE_TOPICS, LITERAL, WRITE, "write the copies"),
+        Grant(
+            "target",
+            TOPIC,
+            REMOTE_TOPICS,
+            LITERAL,
+            READ,
+            "read the last copies of partitions with no progress, and the records of a transaction left open",
+        ),
         Grant("target", TOPIC, REMOTE_TOPICS, LITERAL, ALTER, "grow remote partition counts"),
         Grant(
             "target",
