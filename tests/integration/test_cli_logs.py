@@ -42,8 +42,8 @@ def test_a_windows_task_processes_log_at_the_commands_level_with_time_level_and_
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert sum(len(records) for records in read_topic(b.bootstrap, f"A.{topic}", 2).values()) == 40
-    # Each task process logs its end at INFO: only a spawned process configured as the command
-    # is prints it, and prints it whole.
+    # Each task process logs its end at INFO: only a task process that logs as the command does
+    # prints that line, and prints it with its time, level and logger.
     ended = [line for line in done.stderr.splitlines() if " window task " in line and " ended (" in line]
     assert ended, done.stderr[-3000:]
     assert all(LINE.match(line) and " INFO mirrorflow.window: " in line for line in ended), ended
