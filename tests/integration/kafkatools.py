@@ -13,7 +13,7 @@ from localkafka import runtime
 from localkafka.jmx import tools_jar
 from mirrorflow.kafka import KafkaCallError, await_topics, read_partition
 from mirrorflow.kafka_offsets import list_offsets
-from mirrorflow.policy.provenance import HEADER_PREFIX
+from mirrorflow.policy.provenance import HEADER_PREFIX, PROVENANCE_HEADER, decode
 
 
 def create_topics(bootstrap: str, *topics: tuple[str, int] | tuple[str, int, dict[str, str]]) -> None:
@@ -204,3 +204,17 @@ def kafka_transactions(bootstrap: str, *arguments: str) -> subprocess.CompletedP
         text=True,
         timeout=120,
     )
+
+
+def provenance_runs(records) -> str:
+    """Target offsets and the source offsets their provenance names, as runs ("t0-t1<-s0-s1"):
+    where a copy went back or skipped, for a failure message."""
+    runs: list[list[int]] = []
+    for record in records:
+        stamp = dict(record.headers).get(PROVENANCE_HEADER)
+        source = -1 if stamp is None else decode(stamp).source_offset
+        if runs and record.offset == runs[-1][1] + 1 and source == runs[-1][3] + 1:
+            runs[-1][1], runs[-1][3] = record.offset, source
+        else:
+            runs.append([record.offset, record.offset, source, source])
+    return " ".join(f"{t0}-{t1}<-{s0}-{s1}" for t0, t1, s0, s1 in runs)

@@ -24,7 +24,7 @@ from mirrorflow.replicate.window.settings import WindowSettings, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
 from mirrorflow.replicate.window.task import TaskOutcome, run_task
 
-from .kafkatools import read_topic
+from .kafkatools import provenance_runs, read_topic
 
 
 class SteadyProducer(threading.Thread):
@@ -175,6 +175,13 @@ def window_story(
     wanted, found = read_topic(source, topic, partitions), read_topic(target, remote, partitions)
     told = [
         f"{topic}-{p}: {len(wanted[p])} on the source, {len(found[p])} in {remote}" for p in range(partitions)
+    ]
+    # Where a partition's copies differ from its source: which source offsets each stretch of the
+    # target copies (a duplicate shows as a run going back).
+    told += [
+        f"{remote}-{p} copies: {provenance_runs(found[p])}"
+        for p in range(partitions)
+        if len(found[p]) != len(wanted[p])
     ]
     for window in windows:
         outcome = window.outcome

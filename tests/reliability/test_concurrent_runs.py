@@ -13,10 +13,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey
-from mirrorflow.policy.provenance import PROVENANCE_HEADER, decode
 from mirrorflow.replicate.run_reading import iter_run_records
 
-from ..integration.kafkatools import create_topics, produce_keyed, read_all, read_topic
+from ..integration.kafkatools import create_topics, produce_keyed, provenance_runs, read_all, read_topic
 from ..integration.mirror_setup import mm2_text
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
@@ -44,18 +43,6 @@ def run_together(commands: list[list[str]]) -> list[str]:
     return outputs
 
 
-def _landed(records) -> str:
-    """Target offsets and the source offsets their provenance names, as runs ("t0-t1<-s0-s1")."""
-    runs: list[list[int]] = []
-    for record in records:
-        source = decode(dict(record.headers)[PROVENANCE_HEADER]).source_offset
-        if runs and record.offset == runs[-1][1] + 1 and source == runs[-1][3] + 1:
-            runs[-1][1], runs[-1][3] = record.offset, source
-        else:
-            runs.append([record.offset, record.offset, source, source])
-    return " ".join(f"{t0}-{t1}<-{s0}-{s1}" for t0, t1, s0, s1 in runs)
-
-
 def evidence(b: str, topic: str, partition: int, outputs: list[str]) -> str:
     """Everything that says who copied `topic`-`partition`: each run's plan and report of it, its
     records on the target (both isolation levels) and its progress records, and each run's output."""
@@ -69,7 +56,7 @@ def evidence(b: str, topic: str, partition: int, outputs: list[str]) -> str:
             ]
     for isolation in ("read_uncommitted", "read_committed"):
         records = read_all(b, f"A.{topic}", partition, isolation)
-        lines.append(f"target {isolation} ({len(records)}): {_landed(records)}")
+        lines.append(f"target {isolation} ({len(records)}): {provenance_runs(records)}")
     progress_topic = "mm2-offsets.A.internal"
     count = len(
         AdminClient({"bootstrap.servers": b})
