@@ -30,7 +30,7 @@ from mirrorflow.config.key_kinds import (
     WORKER_KEYS,
 )
 from mirrorflow.config.keys import CONNECTOR_KEYS, DEPRECATED_ALIASES, FILE_KEYS, OFFSET_STORAGE_KEYS, KeySpec
-from mirrorflow.ops.acls import markdown_table
+from mirrorflow.ops.acl_words import markdown_table
 
 MARKER = re.compile(r"^<!-- mirrorflow:([a-z0-9-]+) -->$", re.M)
 
@@ -117,7 +117,7 @@ def worker_keys() -> str:
 
 def acl_table() -> str:
     """The least-privilege table for the flow A->B the page describes (default policy, offset-syncs
-    on the source); `mirrorflow.ops.acls.markdown_table(flow)` gives it for any flow."""
+    on the source); `mirrorflow.ops.acl_words.markdown_table(flow)` gives it for any flow."""
     config = load_config(
         "clusters = A, B\nA.bootstrap.servers = a:1\nB.bootstrap.servers = b:1\nA->B.enabled = true\n"
     )

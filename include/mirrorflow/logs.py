@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from typing import TextIO
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -62,3 +64,11 @@ def spawned(level: str | None) -> None:
     """First thing in a spawned worker process: log as the process that spawned it did."""
     if level is not None:
         configure(level)
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Spawned (not forked: a fork copies whatever locks the parent's librdkafka threads hold)
+    worker processes that log as this process does."""
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=spawned, initargs=(level(),)
+    )

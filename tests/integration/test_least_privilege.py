@@ -60,7 +60,8 @@ from mirrorflow.control.group_sync import sync_group_offsets
 from mirrorflow.control.heartbeats import emit_heartbeats
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.ops.acl_check import MissingAcl
-from mirrorflow.ops.acls import JOBS, Resolved, acl_binding, grants
+from mirrorflow.ops.acl_words import acl_binding
+from mirrorflow.ops.acls import JOBS, Resolved, grants
 from mirrorflow.ops.failover import failover
 from mirrorflow.replicate import run_reading
 from mirrorflow.replicate.copy import copy_unit

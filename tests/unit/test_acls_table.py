@@ -6,7 +6,8 @@ from __future__ import annotations
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
 from mirrorflow.config import load_config
-from mirrorflow.ops.acls import JOBS, grants, job_grants, kafka_acls_command, markdown_table, principal_of
+from mirrorflow.ops.acl_words import kafka_acls_command, markdown_table, principal_of
+from mirrorflow.ops.acls import JOBS, grants, job_grants
 
 BASE = "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\nA->B.enabled = true\n"
 
@@ -85,7 +86,7 @@ def test_the_docs_table_is_the_one_the_code_checks() -> None:
     """The least-privilege page's table is markdown_table's output for its example flow, made when
     the site is built, so a grant added to or dropped from the code shows up there."""
     from mirrorflow.config import load_config
-    from mirrorflow.ops.acls import markdown_table
+    from mirrorflow.ops.acl_words import markdown_table
     from tests.unit.docs_hooks import DOCS, plain, references
 
     page = plain(references.expand((DOCS / "configuration" / "acls.md").read_text()))

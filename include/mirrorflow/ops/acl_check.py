@@ -18,6 +18,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, NewTopic
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
 from mirrorflow.kafka import NO_ANSWER_CODES, ClusterUnreachable, KafkaCallError, admin_client
+from mirrorflow.ops.acl_words import kafka_acls_command, principal_of
 from mirrorflow.ops.acls import (
     CLUSTER,
     CREATE,
@@ -33,8 +34,6 @@ from mirrorflow.ops.acls import (
     Resolved,
     grants,
     job_grants,
-    kafka_acls_command,
-    principal_of,
 )
 
 TXN_PROBE = "acl-check"  # suffix of the transactional id that tests the copy's prefix

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from concurrent.futures import as_completed
 from typing import Any
 
 from confluent_kafka.admin import OffsetSpec
@@ -75,12 +74,7 @@ def run_locally(
     results: list[UnitResult] = []
     if not slices:
         return results
-    with ProcessPoolExecutor(
-        max_workers=len(slices),
-        mp_context=get_context("spawn"),
-        initializer=logs.spawned,
-        initargs=(logs.level(),),
-    ) as pool:
+    with logs.worker_pool(len(slices)) as pool:
         futures = [pool.submit(copy_slice, job, s) for s in slices]
         for future in as_completed(futures):
             for result in future.result():

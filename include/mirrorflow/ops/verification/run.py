@@ -4,8 +4,7 @@ reusable reader per side; in Spark tasks (spark.verify_job) or local processes (
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from concurrent.futures import as_completed
 from typing import Any
 
 from mirrorflow import logs
@@ -49,12 +48,7 @@ def verify_locally(job: CompareJob, plan: VerifyPlan) -> list[dict[str, Any]]:
     if len(slices) == 1:
         return verify_slice(job, slices[0])
     checks: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(
-        max_workers=len(slices),
-        mp_context=get_context("spawn"),
-        initializer=logs.spawned,
-        initargs=(logs.level(),),
-    ) as pool:
+    with logs.worker_pool(len(slices)) as pool:
         for future in as_completed([pool.submit(verify_slice, job, s) for s in slices]):
             checks.extend(future.result())
     return checks
