@@ -5,6 +5,7 @@ and the first writer under the new count fences the old ones before it writes.""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 
@@ -14,6 +15,8 @@ from confluent_kafka import KafkaException, Producer
 from mirrorflow.mm2.connect_offsets import SourceOffsetKey, decode_offset_entry
 from mirrorflow.replicate.copy.ids import transactional_id
 from mirrorflow.replicate.plan import COPY_SLOTS
+from mirrorflow.replicate.window.channel import new_attempt, write_takeover
+from mirrorflow.replicate.window.task import WindowTask
 
 from .kafkatools import create_topics, read_topic
 from .mirror_setup import mm2_config, replicate_once
@@ -127,6 +130,86 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
     progress = _progress(b.bootstrap, topic, second.flow.offset_storage_topic)
     latest = {(t, p): slots for t, p, slots, _ in progress}
     assert set(latest.values()) == {3}, latest
+
+
+def test_a_late_writer_of_the_last_window_writes_nothing_a_window_of_another_count_took(
+    shared_clusters, unique, monkeypatch
+) -> None:
+    """The gap a clean clone once fell into (266 records copied twice at a tasks.max 2 -> 3
+    handover): a task of the last window reads the takeovers (none yet), and before it opens its
+    writer a window of 3 slots announces that it takes the flow and fences the old slot's id,
+    as its first batch does. Here the gap is forced: the last window's task is held there while
+    the new window announces and fences. Opening after that fencing, the old writer fences
+    nothing of the new window (its ids are others), so had it written, both would copy the
+    partition from the progress each read. It must write nothing: it looks at the takeovers
+    again once its producer is initialised, lets the slot go, and the new window copies every
+    record once."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-late")
+    create_topics(a.bootstrap, (topic, 1))
+    producer = Producer({"bootstrap.servers": a.bootstrap})
+    for i in range(40):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    flows = f"A->B.topics = {topic}\n" + MICRO_BATCH
+    newer: list[WindowRun] = []
+    gap = threading.Lock()
+    held_open = WindowTask._unopened_leaving_dropped
+
+    def announced_in_the_gap(task, worker, tail, spans, states):
+        kept = held_open(task, worker, tail, spans, states)
+        with gap:
+            if task.job.slots == 2 and kept[0] and not newer:
+                window = WindowRun(
+                    mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"),
+                    unique("second"),
+                    length_s=90,
+                    handover=False,
+                    in_process=True,
+                )
+                write_takeover(
+                    window.clients.target_producer,
+                    window.flow.name,
+                    window.plan.run_id,
+                    plan_offset=window.plan_offset,
+                    attempt=new_attempt(),
+                    slots=range(3),
+                    writer_slots=3,
+                    timeout_s=30,
+                )
+                fence = Producer(
+                    {
+                        "bootstrap.servers": b.bootstrap,
+                        "transactional.id": transactional_id("A", "B", topic, 0, 2),
+                    }
+                )
+                fence.init_transactions(30)
+                newer.append(window)
+        return kept
+
+    monkeypatch.setattr(WindowTask, "_unopened_leaving_dropped", announced_in_the_gap)
+    first = WindowRun(
+        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+        unique("first"),
+        length_s=60,
+        handover=True,
+        in_process=True,
+    )
+    first.start()
+    before = first.result()
+    (second,) = newer
+
+    assert before.ok, (before.error, before.report.failure_message())
+    assert set(before.report.window["stopped"]) == {"handed over"}, before.report.window
+    assert before.report.window["retakes"] == 0
+    assert before.report.totals()["records"] == 0
+    assert read_topic(b.bootstrap, f"A.{topic}", 1) == {0: []}, "the last window wrote after it was fenced"
+    second.start()
+    wait_for(lambda: len(read_topic(b.bootstrap, f"A.{topic}", 1)[0]) >= 40, "the new window copies")
+    second.stop()
+    after = second.result()
+    assert after.ok, (after.error, after.report.failure_message())
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 1) == 40
 
 
 def test_a_window_after_batch_runs_fences_the_batch_writers_before_it_writes(shared_clusters, unique) -> None:

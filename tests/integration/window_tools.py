@@ -122,6 +122,7 @@ class WindowRun(threading.Thread):
         )
         if handover_s is not None:
             settings = dataclasses.replace(settings, handover_s=handover_s)
+        self.plan, self.plan_offset = plan, planned["plan_offset"]
         self.count = task_count(plan)
         job = runner.copy_job_for(self.flow, self.clients, plan)
         self.tasks = ThreadTasks(job, settings) if in_process else LocalTasks(job, settings)

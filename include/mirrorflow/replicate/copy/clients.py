@@ -105,11 +105,17 @@ class _LiveIds:
 
 
 class SharedClients:
-    def __init__(self, job: CopyJob, *, keep_writers: bool = False) -> None:
+    def __init__(
+        self, job: CopyJob, *, keep_writers: bool = False, may_write: Callable[[int], str] | None = None
+    ) -> None:
         self.job = job
         self.keep_writers = keep_writers
         """Slot writers stay open after a slot's copy (a worker copying range after range), or
         go with it (a batch worker: at most about SLOT_THREADS producers open at once)."""
+        self.may_write = may_write
+        """Asked by a slot's writer once its producer is initialised, before it writes: why the
+        slot is no longer this worker's ("" while it is). A micro-batch window's task answers
+        from the run-records topic (window/task.py)."""
         self.progress = ProgressReader(
             job.target_consumer,
             job.progress_topic,

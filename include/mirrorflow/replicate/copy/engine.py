@@ -13,7 +13,7 @@ Large spans are copied one at a time beside them (schedule.SMALL_SPAN), where th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from mirrorflow.replicate.copy.clients import SharedClients
@@ -32,9 +32,11 @@ class CopyWorker:
     copy of it ended (or a fresh plan's span); the slot writers check that against what they
     committed (see resume.py)."""
 
-    def __init__(self, job: CopyJob, *, keep_writers: bool = True) -> None:
+    def __init__(
+        self, job: CopyJob, *, keep_writers: bool = True, may_write: Callable[[int], str] | None = None
+    ) -> None:
         self.job = job
-        self.shared = SharedClients(job, keep_writers=keep_writers)
+        self.shared = SharedClients(job, keep_writers=keep_writers, may_write=may_write)
         self._pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="mirrorflow-copy")
 
     def copy(self, spans: Iterable[PartitionSpan]) -> list[UnitResult]:

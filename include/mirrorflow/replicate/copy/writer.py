@@ -177,8 +177,12 @@ class SlotWriter:
                     init_transactions(producer, job.progress_topic, watch)
                 else:
                     self.fence = self._fenced_producer(self.transactional_id, watch, keep=True)
+                self._check_still_ours(copies)
             except BaseException:
                 drop(producer)
+                if self.fence is not None:
+                    drop(self.fence)
+                    self.fence = None
                 raise
             self.producer = producer
             # What the writer committed before is no longer the truth: another writer may have
@@ -206,6 +210,24 @@ class SlotWriter:
                 self._settle(keys, watch)
             self._settled.update(keys)
         return self.producer
+
+    def _check_still_ours(self, copies: Sequence[PartitionCopy]) -> None:
+        """Once this writer's producer is initialised, and before it writes: Fenced when the slot
+        is no longer this worker's (shared.may_write). A newer window announces its takeover
+        before it fences the older ids, so a look made after this initialisation sees every
+        takeover whose fencing came before it. Without the look, a task of the last window that
+        opened a slot's writer just after a window of another writer-slot count had fenced that
+        id and settled the slot's partitions (its check before opening was made before the
+        announcement) copied them beside it, each from the progress it had read: the same records
+        twice, both windows reporting success."""
+        may_write = self.shared.may_write
+        if may_write is None:
+            return
+        why = may_write(self.slot)
+        if why:
+            first = copies[0].span if copies else None
+            self.take_over("its slot" if first is None else f"{first.topic}-{first.partition}")
+            raise Fenced(why)
 
     def _slots_of(self, copy: PartitionCopy) -> int:
         """The slot count the settled progress of `copy` names; with none, the plan's (whose

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Collection, Mapping
@@ -89,10 +90,19 @@ class StatusWriter:
         self._producer.purge()
 
 
+class RunsTailBehind(RuntimeError):
+    """The run-records topic could not be read to its end when a decision needed all of it."""
+
+
 class RunsTail:
     """The run records of one flow of `kinds` written at or after `start`, as they come; with
     `run_id` (the reader's own run), also the id of the newest plan of another run of the flow
-    (`successor`), from its key alone."""
+    (`successor`), from its key alone.
+
+    A task reads it from its own thread (poll, catch_up), and its slot writers from the copy's
+    threads, each right after its producer was initialised (look): what a look reads is kept and
+    handed out again by the next poll or catch_up, so the task still sees every record once, in
+    order."""
 
     def __init__(
         self,
@@ -117,31 +127,60 @@ class RunsTail:
 
         self._assembler = RunRecordAssembler(wanted)
         self.position = start
+        self._lock = threading.Lock()
+        self._looked: list[RunRecord] = []
+        """Records a look read that the task has not been handed yet."""
 
     def poll(self) -> list[RunRecord]:
         """What was fetched since the last look (does not wait)."""
-        found: list[RunRecord] = []
-        while True:
-            batch = self._consumer.consume(CONSUME_BATCH, timeout=0)
-            if not batch:
-                return found
-            self._feed(batch, found)
+        with self._lock:
+            found, self._looked = self._looked, []
+            while True:
+                batch = self._consumer.consume(CONSUME_BATCH, timeout=0)
+                if not batch:
+                    return found
+                self._feed(batch, found)
 
     def catch_up(self, timeout_s: float) -> list[RunRecord]:
         """Everything up to the topic's end as of now (at most `timeout_s` of waiting): what a
-        task reads before it decides whose a slot is."""
+        task reads before it decides whose a slot is. An end that cannot be read, or is not
+        reached in time, leaves what was read (with a warning for the first)."""
+        with self._lock:
+            found, self._looked = self._looked, []
+            try:
+                self._read_to_end(timeout_s, found)
+            except KafkaException as exc:
+                log.warning(
+                    "the end of %s could not be read (%s); going on with what was read", RUNS_TOPIC, exc
+                )
+                while batch := self._consumer.consume(CONSUME_BATCH, timeout=0):
+                    self._feed(batch, found)
+            except RunsTailBehind:
+                pass
+            return found
+
+    def look(self, timeout_s: float) -> list[RunRecord]:
+        """Every record not handed to the task yet, up to the topic's end as of now: what a slot
+        writer reads once its producer is initialised, before it writes. RunsTailBehind when the
+        end cannot be read or reached within `timeout_s`: the writer then must not write."""
+        with self._lock:
+            try:
+                self._read_to_end(timeout_s, self._looked)
+            except KafkaException as exc:
+                raise RunsTailBehind(f"the end of {RUNS_TOPIC} could not be read: {exc}") from exc
+            return list(self._looked)
+
+    def _read_to_end(self, timeout_s: float, found: list[RunRecord]) -> None:
         deadline = time.monotonic() + timeout_s
-        try:
-            _, end = self._consumer.get_watermark_offsets(
-                TopicPartition(RUNS_TOPIC, 0), timeout=timeout_s, cached=False
-            )
-        except KafkaException as exc:
-            log.warning("the end of %s could not be read (%s); going on with what was read", RUNS_TOPIC, exc)
-            return self.poll()
-        found: list[RunRecord] = []
-        while self.position < end and time.monotonic() < deadline:
+        _, end = self._consumer.get_watermark_offsets(
+            TopicPartition(RUNS_TOPIC, 0), timeout=timeout_s, cached=False
+        )
+        while self.position < end:
+            if time.monotonic() >= deadline:
+                raise RunsTailBehind(
+                    f"{RUNS_TOPIC} was read up to offset {self.position} of {end} within {timeout_s:.0f}s"
+                )
             self._feed(self._consumer.consume(CONSUME_BATCH, timeout=0.1), found)
-        return found
 
     def _feed(self, batch: list, found: list[RunRecord]) -> None:
         for message in batch:

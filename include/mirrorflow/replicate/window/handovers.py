@@ -1,6 +1,26 @@
-"""What a window task says of its handover: one INFO line per set of writer slots it hands over,
-and librdkafka's lines of the writers the handover fenced at DEBUG, not as the FATAL / TXNERR
-errors librdkafka makes of them.
+"""How a window's tasks hand writer slots over to the next window's, and what they say of it.
+
+Before it opens any writer a task stores a takeover of its slots (channel.py); its first batch
+then opens every slot it holds, which fences the previous window's writers of them (and, under
+another writer-slot count, the ids the previous count wrote its partitions under). A task of the
+previous window that reads a newer takeover of a slot keeps copying it until its writer is
+fenced, or lets it go at once when it has nothing to copy; a takeover under another slot count
+takes every slot at once. When all its slots are gone the task ends. A task fenced on a slot that
+nobody newer announced (an older window's late retry, a transaction the broker timed out) takes
+the slot back with a new worker, at most task.MAX_RETAKES times. So the next window takes over
+slot by slot, one writer per partition at any moment, and a record waits at most a batch or two
+longer at a handover.
+
+Whose a slot is, is read twice around a writer's opening: before it (a task opens no writer for a
+slot a newer window announced) and again once its producer is initialised, before it writes
+(`taken_by`). The second look closes the gap between the first and the opening: a newer window
+under another slot count fences the old ids and settles progress in that gap, and its fencing is
+of ids the late writer then takes up again, so without it both copied the same records. Its
+announcement was stored before its fencing, so a look after the opening always finds it.
+
+What a task says: one INFO line per set of writer slots it hands over, and librdkafka's lines of
+the writers the handover fenced at DEBUG, not as the FATAL / TXNERR errors librdkafka makes of
+them.
 
 At a handover the next window's writers fence this window's, slot by slot, by design (task.py).
 librdkafka logs each fenced writer as a fatal error, before the task can know why it was fenced:
@@ -12,6 +32,7 @@ warning, as the sign of another copy of the flow running that they are.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Collection, Iterable
@@ -22,6 +43,7 @@ from mirrorflow.replicate.copy.ids import slot_transactional_id
 from mirrorflow.replicate.copy.job import CopyJob
 from mirrorflow.replicate.plan import COPY_SLOTS
 from mirrorflow.replicate.runs import RunRecord
+from mirrorflow.replicate.window.channel import TAKEOVER
 from mirrorflow.replicate.window.settings import WindowSettings, clock
 from mirrorflow.replicate.window.share import Assignment
 
@@ -69,6 +91,31 @@ def slots_taken(
     if body.get("writer_slots", COPY_SLOTS) != assignment.writer_slots:
         return set(held), True
     return set(body["slots"]) & set(held), own_offset is None
+
+
+def taken_by(
+    records: Iterable[RunRecord], slot: int, *, assignment: Assignment, attempt: str, own_offset: int | None
+) -> str:
+    """Why `slot` is no longer this task's to write, as the run records read so far say (a newer
+    window's takeover that names it, or takes the whole flow under another slot count); "" while
+    it is."""
+    for record in records:
+        if record.kind != TAKEOVER:
+            continue
+        taken, _ = slots_taken(
+            record,
+            json.loads(record.body),
+            assignment=assignment,
+            attempt=attempt,
+            own_offset=own_offset,
+            held={slot},
+        )
+        if taken:
+            return (
+                f"window {record.run_id} announced that it takes writer slot {slot} of {assignment.flow} over "
+                "(and may have fenced its writer already); this task writes no more of it"
+            )
+    return ""
 
 
 def late_start_error(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterable
 
 from mirrorflow.replicate.copy import UnitResult, merge_ranges
 from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan
@@ -209,6 +210,27 @@ def next_spans(
         if span is not None:
             spans.append(span)
             states.append(st)
+
+
+def refreshed(
+    parts: dict[tuple[str, int], PartitionState], spans: Iterable[PartitionSpan], slots: int
+) -> tuple[int, bool]:
+    """Take a refreshed plan's `spans` (of the slots a task holds) into its `parts`: a partition
+    new to the task joins, one the refresh restarts (PartitionState.refreshed) starts again from
+    it. Returns (partitions joined, whether the task's clients must be made again: a partition
+    added to a topic they copy already is unknown to them for minutes, until they read the
+    topic's metadata again)."""
+    known = {topic for topic, _ in parts}
+    joined, renew = 0, False
+    for span in spans:
+        st = parts.get((span.topic, span.partition))
+        if st is None:
+            parts[(span.topic, span.partition)] = PartitionState(span, slots, len(parts))
+            joined += 1
+            renew |= span.topic in known
+        elif st.refreshed(span):
+            st.restart(span)
+    return joined, renew
 
 
 def _added(total: UnitResult | None, result: UnitResult) -> UnitResult:

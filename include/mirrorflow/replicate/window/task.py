@@ -8,17 +8,8 @@ batched ListOffsets; quiet ones in turns, see PartitionState.due) and copies eac
 (clients and slot writers stay open). A batch commits what it copies; stopping between batches
 leaves nothing half-done.
 
-Handover. Before it opens any writer the task stores a takeover of its slots (channel.py); its
-first batch then opens every slot it holds, which fences the previous window's writers of them;
-no batch opens a writer for a slot a newer window announced (it reads the takeovers first).
-A task of the previous window that reads a newer takeover of a slot keeps copying it until its
-writer is fenced, or lets it go at once when it has nothing to copy; when all its slots are gone
-it ends. A task fenced on a slot that nobody newer announced (an older window's late retry, a
-transaction the broker timed out) takes the slot back with a new worker, at most MAX_RETAKES
-times. So the next window takes over slot by slot, one writer per partition at any moment, and a
-record waits at most a batch or two longer at a handover. librdkafka's lines of a fenced writer
-wait for that decision (handovers.py): a handover's are at DEBUG, with one INFO line of the task
-per set of slots handed over; any other fencing's stay the warnings and errors they are.
+Handover: a window's tasks take its slots from the last window's tasks slot by slot, through
+takeover records in the run-records topic and the writers' fencing; handovers.py says how.
 """
 
 from __future__ import annotations
@@ -50,8 +41,14 @@ from mirrorflow.replicate.window.channel import (
     write_takeover,
 )
 from mirrorflow.replicate.window.figures import TaskFigures
-from mirrorflow.replicate.window.handovers import HandoverLog, late_start_error, slot_list, slots_taken
-from mirrorflow.replicate.window.partitions import PartitionState, next_spans
+from mirrorflow.replicate.window.handovers import (
+    HandoverLog,
+    late_start_error,
+    slot_list,
+    slots_taken,
+    taken_by,
+)
+from mirrorflow.replicate.window.partitions import PartitionState, next_spans, refreshed
 from mirrorflow.replicate.window.reach import TargetReach
 from mirrorflow.replicate.window.settings import WindowSettings
 from mirrorflow.replicate.window.share import Assignment
@@ -135,7 +132,7 @@ class WindowTask:
                     writer_slots=self.assignment.writer_slots,
                     timeout_s=job.unreachable_timeout_s,
                 )
-            worker = CopyWorker(job)
+            worker = self._worker(tail)
             # Its metadata requests name topics that may have been deleted (_batch); the flow's
             # admin config never lets them be created again (FlowConfig.file_client_config).
             admin = admin_client(job.source_admin or job.source_consumer)
@@ -207,7 +204,7 @@ class WindowTask:
         job, settings = self.job, self.settings
         if self.renew:
             worker.close()
-            worker, self.renew = CopyWorker(job), False
+            worker, self.renew = self._worker(tail), False
         now = time.monotonic()
         due = [
             st for st in self.parts.values() if st.due(now, self.batches, settings.quiet_turns, first=first)
@@ -306,7 +303,24 @@ class WindowTask:
             "it" if len(taken) == 1 else "them",
         )
         worker.close()
-        return CopyWorker(self.job)
+        return self._worker(tail)
+
+    def _worker(self, tail: RunsTail) -> CopyWorker:
+        return CopyWorker(self.job, may_write=lambda slot: self._may_write(tail, slot))
+
+    def _may_write(self, tail: RunsTail, slot: int) -> str:
+        """Asked by a slot's writer once its producer is initialised, before it writes (from the
+        copy's threads): why the slot is no longer this task's, from the run records up to their
+        end now (RunsTail.look; what it reads reaches _read with the next poll)."""
+        if slot not in self.held or slot in self.leaving:
+            return f"writer slot {slot} was let go to a newer window"
+        return taken_by(
+            tail.look(self.job.unreachable_timeout_s),
+            slot,
+            assignment=self.assignment,
+            attempt=self.outcome.attempt,
+            own_offset=self.own_offset,
+        )
 
     def _release(self, slot: int, *, fenced: bool = False) -> None:
         self.held.discard(slot)
@@ -349,20 +363,10 @@ class WindowTask:
             self.figures.earlier_attempt(body, own=self.outcome.attempt)
 
     def _refresh(self, plan: Plan) -> None:
-        known = {topic for topic, _ in self.parts}
-        for span in plan.spans:
-            key = (span.topic, span.partition)
-            if self._slot(key) not in self.held:
-                continue
-            st = self.parts.get(key)
-            if st is None:
-                self.parts[key] = PartitionState(span, self.job.slots, len(self.parts))
-                self.outcome.joined += 1
-                # A partition added to a topic the worker copies already: its clients read the
-                # topic's metadata once and would not know the new partition for minutes.
-                self.renew |= span.topic in known
-            elif st.refreshed(span):
-                st.restart(span)
+        held = [span for span in plan.spans if self._slot((span.topic, span.partition)) in self.held]
+        joined, renew = refreshed(self.parts, held, self.job.slots)
+        self.outcome.joined += joined
+        self.renew |= renew
 
     # -- the end --------------------------------------------------------------------------------------
     def _status(self) -> dict[str, Any]:
