@@ -212,6 +212,66 @@ def test_a_late_writer_of_the_last_window_writes_nothing_a_window_of_another_cou
     assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 1) == 40
 
 
+def test_a_window_of_another_count_fences_a_last_window_that_committed_nothing(
+    shared_clusters, unique, monkeypatch
+) -> None:
+    """The last window (2 slots) has copied nothing (its topic idle), so no progress names its
+    count; its writer is open. Records come, and its next batch is held while a window of 3
+    slots plans, starts and copies them. Its writers must fence the 2-slot id before they read
+    progress, though only the last window's takeover says that count may be writing: released,
+    the held batch would otherwise commit the same records again (80 for 40), both windows
+    reporting success."""
+    a, b = shared_clusters[:2]
+    topic = unique("mb-idle")
+    create_topics(a.bootstrap, (topic, 1))
+    flows = f"A->B.topics = {topic}\n" + MICRO_BATCH
+    opened, held, go = threading.Event(), threading.Event(), threading.Event()
+    batch = WindowTask._batch
+
+    def held_after_its_first(task, worker, admin, tail, *, first):
+        if task.job.slots == 2 and not first:
+            held.set()
+            go.wait(120)
+        worker = batch(task, worker, admin, tail, first=first)
+        if task.job.slots == 2 and first:
+            opened.set()
+        return worker
+
+    monkeypatch.setattr(WindowTask, "_batch", held_after_its_first)
+    last = WindowRun(
+        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+        unique("last"),
+        length_s=60,
+        handover=True,
+        in_process=True,
+    )
+    last.start()
+    assert opened.wait(60) and held.wait(60), "the last window's first batch opens its writer"
+    producer = Producer({"bootstrap.servers": a.bootstrap})
+    for i in range(40):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    following = WindowRun(
+        mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"),
+        unique("next"),
+        length_s=90,
+        handover=False,
+        in_process=True,
+    )
+    assert 2 in following.job.older_slots, following.job.older_slots
+    following.start()
+    wait_for(lambda: len(read_topic(b.bootstrap, f"A.{topic}", 1)[0]) >= 40, "the next window copies")
+    go.set()
+    before = last.result()
+    following.stop()
+    after = following.result()
+
+    assert before.ok and after.ok, (before.error, after.error)
+    assert set(before.report.window["stopped"]) == {"handed over"}, before.report.window
+    assert before.report.totals()["records"] == 0
+    assert assert_copied_exactly(a.bootstrap, b.bootstrap, topic, f"A.{topic}", 1) == 40
+
+
 def test_a_window_after_batch_runs_fences_the_batch_writers_before_it_writes(shared_clusters, unique) -> None:
     """A flow copied in batch mode (256 writer slots) turned micro-batch: a writer of the batch
     scheme still holds a transaction open in the remote partition (a zombie). The window fences

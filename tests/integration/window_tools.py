@@ -15,9 +15,10 @@ from confluent_kafka import Producer
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import MirrorConfig
-from mirrorflow.replicate import run_reading, runner, service
+from mirrorflow.replicate import run_reading, service
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.window.announced import window_copy_job
 from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.local import LocalTasks
 from mirrorflow.replicate.window.settings import WindowSettings, window_settings
@@ -124,7 +125,7 @@ class WindowRun(threading.Thread):
             settings = dataclasses.replace(settings, handover_s=handover_s)
         self.plan, self.plan_offset = plan, planned["plan_offset"]
         self.count = task_count(plan)
-        job = runner.copy_job_for(self.flow, self.clients, plan)
+        self.job = job = window_copy_job(self.flow, self.clients, plan, settings)
         self.tasks = ThreadTasks(job, settings) if in_process else LocalTasks(job, settings)
         self.lines: list[str] = []
         self.driver = WindowDriver(

@@ -18,8 +18,9 @@ from mirrorflow.clients import FlowClients
 from mirrorflow.commands.outcome import RunOutcome, finish_run
 from mirrorflow.commands.run_display import print_plan
 from mirrorflow.config import FlowConfig, MirrorConfig
-from mirrorflow.replicate import run_reading, runner, service
+from mirrorflow.replicate import run_reading, service
 from mirrorflow.replicate.plan import Plan
+from mirrorflow.replicate.window.announced import window_copy_job
 from mirrorflow.replicate.window.driver import WindowDriver
 from mirrorflow.replicate.window.local import LocalTasks
 from mirrorflow.replicate.window.settings import window_settings
@@ -44,7 +45,7 @@ def run_window(
     print_plan(console, planned, plan)
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=window_s, handover=False)
     count = task_count(plan)
-    job = runner.copy_job_for(flow, clients, plan, workers=count)
+    job = window_copy_job(flow, clients, plan, settings, workers=count)
     tasks = LocalTasks(job, settings)
     console.print(
         f"[bold]micro-batch[/bold] window of {(settings.ends_ms - plan.created_ms) / 1000:g}s, a batch every "

@@ -7,7 +7,7 @@ build the CopyJob, store the report and measure the lag left the same way, here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import as_completed
 from typing import Any
 
@@ -28,11 +28,17 @@ from mirrorflow.replicate.report import RunReport
 
 
 def copy_job_for(
-    flow: FlowConfig, clients: FlowClients, plan: Plan, *, workers: int | None = None
+    flow: FlowConfig,
+    clients: FlowClients,
+    plan: Plan,
+    *,
+    workers: int | None = None,
+    announced: Iterable[int] = (),
 ) -> CopyJob:
     """The copy job of `plan`; `workers` is how many processes copy at once (the byte-rate cap is
     shared among them), by default the plan's slices (a micro-batch window passes its tasks: its
-    plan may have nothing pending yet)."""
+    plan may have nothing pending yet). Its writers fence the ids of the other writer-slot counts
+    the plan's progress names, and of those `announced` (window/announced.py)."""
     syncs_on_target = flow.offset_syncs_cluster == flow.target
     return CopyJob(
         run_id=plan.run_id,
@@ -56,7 +62,9 @@ def copy_job_for(
         workers=workers or max(1, len(plan.slices())),
         remote_topics={span.topic: span.remote_topic for span in plan.spans},
         slots=plan.slots,
-        older_slots=tuple(sorted({s.progress_slots for s in plan.spans} - {plan.slots, 0})),
+        older_slots=tuple(
+            sorted(({s.progress_slots for s in plan.spans} | set(announced)) - {plan.slots, 0})
+        ),
         progress_start=plan.progress_read,
         group_partitions=WINDOW_GROUP_PARTITIONS if flow.replicate_mode == MICRO_BATCH else GROUP_PARTITIONS,
     )

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from mirrorflow.clients import FlowClients, unreachable_now
 from mirrorflow.config import FlowConfig
 from mirrorflow.replicate.copy import CopyJob
-from mirrorflow.replicate.runner import copy_job_for
+from mirrorflow.replicate.window.announced import window_copy_job
 from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.settings import WindowSettings, clock, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
     slots = spark_task_slots()
     tasks = task_count(plan, slots)
-    job = copy_job_for(flow, clients, plan, workers=tasks)
+    job = window_copy_job(flow, clients, plan, settings, workers=tasks)
     if tasks < task_count(plan):
         log.warning(
             "Spark offers %d task slots, fewer than the %d tasks this window would run (tasks.max = %d): "

@@ -106,7 +106,12 @@ class _LiveIds:
 
 class SharedClients:
     def __init__(
-        self, job: CopyJob, *, keep_writers: bool = False, may_write: Callable[[int], str] | None = None
+        self,
+        job: CopyJob,
+        *,
+        keep_writers: bool = False,
+        may_write: Callable[[int], str] | None = None,
+        older_counts: set[int] | None = None,
     ) -> None:
         self.job = job
         self.keep_writers = keep_writers
@@ -116,6 +121,10 @@ class SharedClients:
         """Asked by a slot's writer once its producer is initialised, before it writes: why the
         slot is no longer this worker's ("" while it is). A micro-batch window's task answers
         from the run-records topic (window/task.py)."""
+        self.older_counts = set() if older_counts is None else older_counts
+        """Writer-slot counts of older windows the caller learned of after the job was made (a
+        window's task, from the takeovers it reads), fenced beside job.older_slots; the caller
+        keeps adding to it."""
         self.progress = ProgressReader(
             job.target_consumer,
             job.progress_topic,
@@ -151,6 +160,10 @@ class SharedClients:
         """Source-side offset-syncs of committed copies, sent once their records are visible."""
 
     # -- writers -------------------------------------------------------------------------------
+    def older_slots(self) -> set[int]:
+        """The writer-slot counts other than the flow's own whose ids a writer fences."""
+        return {*self.job.older_slots, *self.older_counts} - {self.job.slots, 0}
+
     def writer(self, slot: int, make: Callable[[CopyJob, int, SharedClients], Any]) -> Any:
         """The worker's writer of `slot` (a writer.SlotWriter, made by `make` the first time),
         kept from range to range."""

@@ -33,10 +33,17 @@ class CopyWorker:
     committed (see resume.py)."""
 
     def __init__(
-        self, job: CopyJob, *, keep_writers: bool = True, may_write: Callable[[int], str] | None = None
+        self,
+        job: CopyJob,
+        *,
+        keep_writers: bool = True,
+        may_write: Callable[[int], str] | None = None,
+        older_counts: set[int] | None = None,
     ) -> None:
         self.job = job
-        self.shared = SharedClients(job, keep_writers=keep_writers, may_write=may_write)
+        self.shared = SharedClients(
+            job, keep_writers=keep_writers, may_write=may_write, older_counts=older_counts
+        )
         self._pool = ThreadPoolExecutor(SLOT_THREADS, thread_name_prefix="mirrorflow-copy")
 
     def copy(self, spans: Iterable[PartitionSpan]) -> list[UnitResult]:

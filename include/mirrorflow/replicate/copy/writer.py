@@ -196,11 +196,12 @@ class SlotWriter:
         fresh = [c for c in copies if (c.span.topic, c.span.partition) not in self._settled]
         if fresh:
             # Older writers the plan saw first (their open transactions would hold the settle),
-            # with the ids of every slot count the flow's progress named before this plan (a
-            # writer of the last window before a tasks.max change may hold a partition that has
-            # no progress yet); then those the settled progress names.
+            # with the ids of every slot count the flow's progress named before this plan or a
+            # window of the flow announced (a writer of the last window before a tasks.max change
+            # may hold a partition that has no progress yet, or have committed nothing at all);
+            # then those the settled progress names.
             planned = [(c, c.span.progress_slots) for c in fresh]
-            planned += [(c, slots) for c in fresh for slots in self.job.older_slots]
+            planned += [(c, slots) for c in fresh for slots in sorted(self.shared.older_slots())]
             self._fence_older(planned, watch)
             keys = [(c.span.topic, c.span.partition) for c in fresh]
             self._settle(keys, watch)
@@ -240,7 +241,7 @@ class SlotWriter:
         plan saw, or none) is a newer writer's of the flow: a window planned after a change of
         tasks.max or of mode. Its id is not fenced, which would take the flow back from it: the
         slot is taken (Fenced), as a fencing by a newer writer of the same id would."""
-        known = {self.job.slots, 0, *self.job.older_slots}
+        known = {self.job.slots, 0, *self.shared.older_slots()}
         for copy, slots in seen:
             if slots not in known and slots != copy.span.progress_slots:
                 span = copy.span

@@ -122,7 +122,9 @@ def late_start_error(
     settings: WindowSettings, *, task: int, flow: str, held: Collection[int], successor: bool
 ) -> str:
     """The window's failure when `task` starts holding `held` after the window and its wait for
-    the next window are over (WindowSettings.started_late)."""
+    the next window are over (WindowSettings.started_late); "" when it does not."""
+    if not held or not settings.started_late(successor=successor):
+        return ""
     over_at = settings.ends_ms + int(settings.wait_s(successor=successor) * 1000)
     return (
         f"task {task} of the window of {flow} started at {clock(int(time.time() * 1000))}, after the "

@@ -29,7 +29,7 @@ from mirrorflow.kafka import ClusterUnreachable, KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob, CopyWorker, UnitResult
 from mirrorflow.replicate.phases import phase
-from mirrorflow.replicate.plan import PartitionSpan, Plan, writer_slot
+from mirrorflow.replicate.plan import COPY_SLOTS, PartitionSpan, Plan, writer_slot
 from mirrorflow.replicate.runs import RunRecord, RunRecordNotStored
 from mirrorflow.replicate.window.channel import (
     REFRESH,
@@ -102,6 +102,8 @@ class WindowTask:
         self.handovers = HandoverLog(job, assignment)
         self.successor: str | None = None
         """The run id of the newest window of the flow that planned after this one (RunsTail)."""
+        self.older_counts: set[int] = set()
+        """Writer-slot counts of older windows' takeovers read after this window's plan."""
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> TaskOutcome:
@@ -132,6 +134,9 @@ class WindowTask:
                     writer_slots=self.assignment.writer_slots,
                     timeout_s=job.unreachable_timeout_s,
                 )
+                # An older window's takeover stored between this window's plan and its own is
+                # one whose writers may be copying now: its count is fenced too (announced.py).
+                self._read(tail.catch_up(job.unreachable_timeout_s))
             worker = self._worker(tail)
             # Its metadata requests name topics that may have been deleted (_batch); the flow's
             # admin config never lets them be created again (FlowConfig.file_client_config).
@@ -171,17 +176,12 @@ class WindowTask:
         return self._finish()
 
     def _check_start(self) -> None:
-        successor = self.successor is not None
-        if self.held and self.settings.started_late(successor=successor):
-            raise WindowFailed(
-                late_start_error(
-                    self.settings,
-                    task=self.assignment.index,
-                    flow=self.assignment.flow,
-                    held=self.held,
-                    successor=successor,
-                )
-            )
+        assignment, successor = self.assignment, self.successor is not None
+        late = late_start_error(
+            self.settings, task=assignment.index, flow=assignment.flow, held=self.held, successor=successor
+        )
+        if late:
+            raise WindowFailed(late)
 
     def _stop_reason(self, *, first: bool = False) -> str:
         if self.stop():
@@ -306,12 +306,13 @@ class WindowTask:
         return self._worker(tail)
 
     def _worker(self, tail: RunsTail) -> CopyWorker:
-        return CopyWorker(self.job, may_write=lambda slot: self._may_write(tail, slot))
+        return CopyWorker(
+            self.job, may_write=lambda slot: self._may_write(tail, slot), older_counts=self.older_counts
+        )
 
     def _may_write(self, tail: RunsTail, slot: int) -> str:
-        """Asked by a slot's writer once its producer is initialised, before it writes (from the
-        copy's threads): why the slot is no longer this task's, from the run records up to their
-        end now (RunsTail.look; what it reads reaches _read with the next poll)."""
+        """Why a slot is no longer this task's, asked by its writer once its producer is
+        initialised (handovers.py): the run records up to their end now say (RunsTail.look)."""
         if slot not in self.held or slot in self.leaving:
             return f"writer slot {slot} was let go to a newer window"
         return taken_by(
@@ -339,9 +340,12 @@ class WindowTask:
                 self._earlier_attempt(json.loads(record.body))
 
     def _takeover(self, record: RunRecord) -> None:
+        body = json.loads(record.body)
+        if body["plan_offset"] < self.assignment.plan_offset:
+            self.older_counts.add(int(body.get("writer_slots", COPY_SLOTS)))
         taken, at_once = slots_taken(
             record,
-            json.loads(record.body),
+            body,
             assignment=self.assignment,
             attempt=self.outcome.attempt,
             own_offset=self.own_offset,
