@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from mirrorflow.clients import FlowClients, unreachable_now
 from mirrorflow.config import FlowConfig
 from mirrorflow.replicate.copy import CopyJob
-from mirrorflow.replicate.window.announced import window_copy_job
+from mirrorflow.replicate.window.announced import CountsUnread, window_copy_job
 from mirrorflow.replicate.window.driver import WindowDriver, WindowResult
 from mirrorflow.replicate.window.settings import WindowSettings, clock, window_settings
 from mirrorflow.replicate.window.share import Assignment, task_count
@@ -81,7 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     settings = window_settings(flow, started_ms=plan.created_ms, length_s=args.window)
     slots = spark_task_slots()
     tasks = task_count(plan, slots)
-    job = window_copy_job(flow, clients, plan, settings, workers=tasks)
+    try:
+        job = window_copy_job(flow, clients, plan, settings, workers=tasks)
+    except CountsUnread as exc:
+        # As when its plan cannot be read: a target that is gone is said so (no retry of the task).
+        now = unreachable_now(flow, clients)
+        log.error("%s", exc if now is None else lost_line(f"{now} ({exc})"))
+        return 1 if now is None else LOST_EXIT
     if tasks < task_count(plan):
         log.warning(
             "Spark offers %d task slots, fewer than the %d tasks this window would run (tasks.max = %d): "

@@ -23,7 +23,7 @@ from confluent_kafka.admin import OffsetSpec
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import FlowConfig
-from mirrorflow.kafka import admin_client
+from mirrorflow.kafka import KafkaCallError, admin_client
 from mirrorflow.kafka_offsets import list_offsets
 from mirrorflow.replicate.copy import CopyJob
 from mirrorflow.replicate.plan import COPY_SLOTS, Plan
@@ -42,8 +42,9 @@ for the next window, and a minute to spare. A longer window looks back its own l
 TIMEOUT_S = 30.0
 
 
-class CountsUnread(RuntimeError):
-    """The run-records topic could not be read back far enough to know the counts."""
+class CountsUnread(KafkaCallError):
+    """The run-records topic could not be read back far enough to know the counts (the CLI and
+    the window's Spark job fail as on any failed Kafka call, naming it)."""
 
 
 def announced_counts(
