@@ -43,11 +43,12 @@ from window_profile import Load
 
 from mirrorflow.clients import FlowClients
 from mirrorflow.config import load_config
-from mirrorflow.replicate import phases, runner, service
+from mirrorflow.replicate import phases, service
 from mirrorflow.replicate.copy import writer
 from mirrorflow.replicate.plan import Plan
 from mirrorflow.replicate.run_reading import read_run_record
 from mirrorflow.replicate.window import task
+from mirrorflow.replicate.window.announced import window_copy_job
 from mirrorflow.replicate.window.settings import window_settings
 from mirrorflow.replicate.window.share import assignments
 
@@ -178,7 +179,12 @@ def handover(args: argparse.Namespace, tmp: Path, source, target, timeline: Time
         if args.without_plan_read:
             plan = dataclasses.replace(plan, progress_read=None)
         settings = window_settings(flow, started_ms=plan.created_ms, length_s=length_s, handover=handover)
-        job = runner.copy_job_for(flow, clients, plan, workers=1)
+        # As a window's driver makes it: with the counts of the flow's recent takeovers.
+        began = time.perf_counter()
+        job = window_copy_job(flow, clients, plan, settings, workers=1)
+        print(
+            f"{name}: the driver's copy job (its read of recent takeovers) took {time.perf_counter() - began:.2f}s"
+        )
         (assignment,) = assignments(plan, planned["plan_offset"], 1)
         stop = threading.Event()
         thread = threading.Thread(
