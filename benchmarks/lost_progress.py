@@ -26,6 +26,7 @@ A has --topics topics of 10 partitions with --records records each, copied once 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -33,9 +34,10 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "include"), str(Path(__file__).resolve().parent)]
@@ -44,9 +46,10 @@ from _clusters import SINGLE_NODE_REPLICATION, create_topics, two_clusters  # no
 
 from mirrorflow.clients import FlowClients  # noqa: E402
 from mirrorflow.config import load_config  # noqa: E402
+from mirrorflow.kafka import read_partition, reader  # noqa: E402
 from mirrorflow.policy.provenance import read_provenance  # noqa: E402
 from mirrorflow.replicate import service  # noqa: E402
-from mirrorflow.replicate.copy.recovery.landed import _last_committed, _record_at  # noqa: E402
+from mirrorflow.replicate.copy.recovery.landed import landed_check  # noqa: E402
 
 MIRRORFLOW = str(Path(sys.executable).parent / "mirrorflow")
 
@@ -87,6 +90,30 @@ def timed(call) -> tuple[float, float]:
 
 def plan(config) -> None:
     service.plan_run(config, "A", "B", run_id=f"bench__{uuid.uuid4().hex[:12]}")
+
+
+def _last_committed(config: dict, topic: str, partition: int):
+    """The partition's last committed record, a consumer for its watermarks and one per read
+    window (200 offsets back from the last stable offset, then ten times more)."""
+    consumer = reader(config)
+    try:
+        low, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)
+    finally:
+        consumer.close()
+    window = 200
+    while end > low:
+        start = max(low, end - window)
+        tail = deque(read_partition(config, topic, partition, start=start, idle_timeout_s=15), 1)
+        if tail:
+            return tail[0]
+        end, window = start, window * 10
+    return None
+
+
+def _record_at(config: dict, topic: str, partition: int, offset: int):
+    read = read_partition(config, topic, partition, start=offset, end=offset + 1, idle_timeout_s=15)
+    with contextlib.closing(read):
+        return next(read, None)
 
 
 def naive(flow, parts: list[tuple[str, int]]) -> None:
@@ -133,7 +160,26 @@ def main() -> int:
         )
         if copied.returncode != 0:
             raise SystemExit(f"the first copy failed:\n{copied.stdout[-3000:]}\n{copied.stderr[-3000:]}")
-        ways: dict[str, list[tuple[float, float]]] = {"with progress": [], "progress deleted": []}
+        ways: dict[str, list[tuple[float, float]]] = {
+            "with progress": [],
+            "progress deleted": [],
+            "landed check, all": [],
+        }
+        clients = FlowClients.resolve(flow)
+        check = landed_check(
+            clients.source_consumer, clients.target_consumer, lambda t: f"A.{t}", source="A", target="B"
+        )
+
+        def landed_all() -> None:
+            # What a sweep asks of a hanging progress transaction that holds every partition's
+            # progress at its last copied offset: every copy landed.
+            answers = check([(t, p, args.records - 1) for t, p in parts])
+            wrong = [where for where, answer in answers.items() if answer is not True]
+            if wrong or len(answers) != len(parts):
+                raise RuntimeError(
+                    f"landed check: {len(wrong)} partition(s) not told landed, e.g. {wrong[:3]}"
+                )
+
         sample = parts[: args.naive_sample]
         if sample:
             ways[f"naive loop, x{len(parts) / len(sample):g}"] = []
@@ -142,6 +188,7 @@ def main() -> int:
         delete_progress(target.bootstrap, flow.offset_storage_topic)
         for _ in range(args.repeats):
             ways["progress deleted"].append(timed(lambda: plan(config)))
+            ways["landed check, all"].append(timed(landed_all))
             if sample:
                 wall, cpu = timed(lambda: naive(flow, sample))
                 scale = len(parts) / len(sample)
@@ -160,6 +207,7 @@ def main() -> int:
     if sample:
         loop = medians[f"naive loop, x{len(parts) / len(sample):g}"]
         print(f"naive loop / the plan's batched reads: wall {loop[0] / max(lost[0] - base[0], 0.01):.1f}")
+        print(f"naive loop / the landed check: wall {loop[0] / medians['landed check, all'][0]:.1f}")
     return 0
 
 

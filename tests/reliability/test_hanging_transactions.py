@@ -240,7 +240,7 @@ def test_a_hanging_progress_record_is_written_again_when_its_copy_committed_and_
         [src, dst], ["A->B"], {"topics": "orders", "B.producer.transaction.timeout.ms": "10000"}
     )
     assert run_once(config, "A", "B").records == TOTAL
-    dead_end = 4 * TOTAL  # more records than landed.LOOK_BACK
+    dead_end = 4 * TOTAL  # more records than the first windows the check reads back (tails.FIRST_WINDOW, x10)
     dead_copy_and_its_hanging_progress(src, dst, dead_end, committed=dead_copy == "committed")
 
     again = run_once(config, "A", "B")

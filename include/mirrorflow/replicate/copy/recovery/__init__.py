@@ -3,7 +3,9 @@ one place (docs/concepts/exactly-once.md, "Transactions left open on the target"
 
 - decision.py classifies what an open transaction holds: dead and never committed, committed
   with its marker lost in this partition, another producer's, or cannot be told;
-- landed.py tells whether a copy that progress names had committed in its remote partition;
+- landed.py tells whether the copies that progress names had committed in their remote
+  partitions, for every key of a transaction at once (tails.py reads the last committed records of
+  many partitions through one consumer, for it and for the plan's found_copies.py);
 - hanging.py is the mechanics: last stable offsets and high watermarks in batched calls, the
   sweep (a transaction of the right id that writes a record and aborts), the error with Kafka's
   command for what the flow cannot end;

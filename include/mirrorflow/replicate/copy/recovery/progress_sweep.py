@@ -171,15 +171,16 @@ def _end_one(
         return False
     restore: list[tuple[bytes | None, bytes | None]] = []
     untold: list[hanging.Where] = []
-    for owner, record in sorted(held.records.items()):
-        if landed is None:
-            continue
-        copied = decode_offset_value(record.value())
-        verdict = None if copied is None else landed(owner[0], owner[1], copied)
-        if verdict is None:
-            untold.append(owner)
-        elif verdict:
-            restore.append((record.key(), record.value()))
+    if landed is not None:
+        copied = {owner: decode_offset_value(record.value()) for owner, record in held.records.items()}
+        # Every key the transaction holds, asked at once (landed.py reads them in batches).
+        verdicts = landed([(t, p, offset) for (t, p), offset in copied.items() if offset is not None])
+        for owner, record in sorted(held.records.items()):
+            verdict = verdicts.get(owner)
+            if verdict is None:
+                untold.append(owner)
+            elif verdict:
+                restore.append((record.key(), record.value()))
     if untold:
         log.warning(
             "%s-%d: a transaction hangs there from offset %d (progress of %s); whether its "
