@@ -73,8 +73,8 @@ def landed_check(
         for candidate in candidates:
             where = (candidate.topic, candidate.partition)
             last = tails.get(where)
-            if last is None or last is False or last is True:
-                answers[where] = None if last is True else last  # not read in time, or nothing committed
+            if not isinstance(last, Message):
+                answers[where] = None if last is None else False  # not read in time, or nothing committed
                 continue
             try:
                 stamp = read_provenance(last.headers())
