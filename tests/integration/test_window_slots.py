@@ -44,6 +44,19 @@ def _progress(bootstrap: str, topic_prefix: str, progress_topic: str) -> list[tu
     return found
 
 
+def _produce(bootstrap: str, topic: str, numbers: range) -> None:
+    """Records keyed and valued by their number, into partition 0 of `topic`."""
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in numbers:
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+
+
+def _window(clusters, flows: str, tasks_max: int, run_id: str, **options) -> WindowRun:
+    """A window of the A->B flow `flows` describes, under `tasks_max` writer slots."""
+    return WindowRun(mm2_config(clusters, ["A->B"], flows + f"tasks.max = {tasks_max}\n"), run_id, **options)
+
+
 def test_a_windows_task_commits_one_transaction_a_batch_over_many_partitions(shared_clusters, unique) -> None:
     """40 partitions in 4 topics, two tasks: each batch of a task is one transaction holding the
     progress of every partition it copied (with 256 slots it was one per slot with records,
@@ -93,8 +106,10 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
     flows = f"A->B.topics = {topic}\n" + MICRO_BATCH
     producer = SteadyProducer(a.bootstrap, topic, 6, rate=300, seed=SEED)
     producer.start()
-    first = WindowRun(
-        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+    first = _window(
+        [a, b],
+        flows,
+        2,
         unique("first"),
         length_s=6,
         handover=True,
@@ -107,9 +122,7 @@ def test_windows_of_another_tasks_max_hand_over_and_copy_every_record_once(share
     )
     # Stopped once it holds every record sent: ending by its clock, a window on a loaded machine
     # can end before its last batch saw the producer's last records.
-    second = WindowRun(
-        mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"), unique("second"), length_s=90, handover=False
-    )
+    second = _window([a, b], flows, 3, unique("second"), length_s=90, handover=False)
     second.start()
     wait_for(lambda: not first.is_alive(), "the first window hands every slot over")
     time.sleep(2)
@@ -147,10 +160,7 @@ def test_a_late_writer_of_the_last_window_writes_nothing_a_window_of_another_cou
     a, b = shared_clusters[:2]
     topic = unique("mb-late")
     create_topics(a.bootstrap, (topic, 1))
-    producer = Producer({"bootstrap.servers": a.bootstrap})
-    for i in range(40):
-        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
-    producer.flush(30)
+    _produce(a.bootstrap, topic, range(40))
     flows = f"A->B.topics = {topic}\n" + MICRO_BATCH
     newer: list[WindowRun] = []
     gap = threading.Lock()
@@ -160,8 +170,10 @@ def test_a_late_writer_of_the_last_window_writes_nothing_a_window_of_another_cou
         kept = held_open(task, worker, tail, spans, states)
         with gap:
             if task.job.slots == 2 and kept[0] and not newer:
-                window = WindowRun(
-                    mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"),
+                window = _window(
+                    [a, b],
+                    flows,
+                    3,
                     unique("second"),
                     length_s=90,
                     handover=False,
@@ -188,8 +200,10 @@ def test_a_late_writer_of_the_last_window_writes_nothing_a_window_of_another_cou
         return kept
 
     monkeypatch.setattr(WindowTask, "_unopened_leaving_dropped", announced_in_the_gap)
-    first = WindowRun(
-        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+    first = _window(
+        [a, b],
+        flows,
+        2,
         unique("first"),
         length_s=60,
         handover=True,
@@ -238,8 +252,10 @@ def test_a_window_of_another_count_fences_a_last_window_that_committed_nothing(
         return worker
 
     monkeypatch.setattr(WindowTask, "_batch", held_after_its_first)
-    last = WindowRun(
-        mm2_config([a, b], ["A->B"], flows + "tasks.max = 2\n"),
+    last = _window(
+        [a, b],
+        flows,
+        2,
         unique("last"),
         length_s=60,
         handover=True,
@@ -247,12 +263,11 @@ def test_a_window_of_another_count_fences_a_last_window_that_committed_nothing(
     )
     last.start()
     assert opened.wait(60) and held.wait(60), "the last window's first batch opens its writer"
-    producer = Producer({"bootstrap.servers": a.bootstrap})
-    for i in range(40):
-        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
-    producer.flush(30)
-    following = WindowRun(
-        mm2_config([a, b], ["A->B"], flows + "tasks.max = 3\n"),
+    _produce(a.bootstrap, topic, range(40))
+    following = _window(
+        [a, b],
+        flows,
+        3,
         unique("next"),
         length_s=90,
         handover=False,
@@ -280,10 +295,7 @@ def test_a_window_after_batch_runs_fences_the_batch_writers_before_it_writes(sha
     a, b = shared_clusters[:2]
     topic = unique("mb-frombatch")
     create_topics(a.bootstrap, (topic, 1))
-    producer = Producer({"bootstrap.servers": a.bootstrap})
-    for i in range(50):
-        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
-    producer.flush(30)
+    _produce(a.bootstrap, topic, range(50))
     batch = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\ntasks.max = 2\n")
     replicate_once(batch, "A", "B", unique("batch"))
     (stored,) = _progress(b.bootstrap, topic, batch.flow("A", "B").offset_storage_topic)
@@ -296,9 +308,7 @@ def test_a_window_after_batch_runs_fences_the_batch_writers_before_it_writes(sha
     zombie.begin_transaction()
     zombie.produce(f"A.{topic}", key=b"zombie", value=b"never committed", partition=0)
     assert zombie.flush(30) == 0
-    for i in range(50, 80):
-        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=0)
-    producer.flush(30)
+    _produce(a.bootstrap, topic, range(50, 80))
 
     micro = mm2_config([a, b], ["A->B"], f"A->B.topics = {topic}\ntasks.max = 2\n" + MICRO_BATCH)
     window = WindowRun(micro, unique("window"), length_s=4, handover=False)

@@ -135,11 +135,8 @@ class RunsTail:
         """What was fetched since the last look (does not wait)."""
         with self._lock:
             found, self._looked = self._looked, []
-            while True:
-                batch = self._consumer.consume(CONSUME_BATCH, timeout=0)
-                if not batch:
-                    return found
-                self._feed(batch, found)
+            self._drain(found)
+            return found
 
     def catch_up(self, timeout_s: float) -> list[RunRecord]:
         """Everything up to the topic's end as of now (at most `timeout_s` of waiting): what a
@@ -153,8 +150,7 @@ class RunsTail:
                 log.warning(
                     "the end of %s could not be read (%s); going on with what was read", RUNS_TOPIC, exc
                 )
-                while batch := self._consumer.consume(CONSUME_BATCH, timeout=0):
-                    self._feed(batch, found)
+                self._drain(found)
             except RunsTailBehind:
                 pass
             return found
@@ -169,6 +165,11 @@ class RunsTail:
             except KafkaException as exc:
                 raise RunsTailBehind(f"the end of {RUNS_TOPIC} could not be read: {exc}") from exc
             return list(self._looked)
+
+    def _drain(self, found: list[RunRecord]) -> None:
+        """What was fetched already, without waiting."""
+        while batch := self._consumer.consume(CONSUME_BATCH, timeout=0):
+            self._feed(batch, found)
 
     def _read_to_end(self, timeout_s: float, found: list[RunRecord]) -> None:
         deadline = time.monotonic() + timeout_s

@@ -118,6 +118,16 @@ def taken_by(
     return ""
 
 
+def retakes_error(slots: Collection[int], flow: str, times: int) -> str:
+    """The window's failure when a task's slots were fenced `times` times by writers that are not
+    a newer window of the flow."""
+    return (
+        f"writer {slot_list(slots)} of {flow} fenced {times} times by writers that are not a newer "
+        "window of this flow: another copy of the flow is running (`mirrorflow replicate` in batch "
+        "mode, an older window retried by hand, MirrorMaker 2); stop it"
+    )
+
+
 def late_start_error(
     settings: WindowSettings, *, task: int, flow: str, held: Collection[int], successor: bool
 ) -> str:
@@ -165,6 +175,14 @@ class HandoverLog:
     def taken_back(self, slots: Iterable[int]) -> None:
         """Slots fenced by a writer that is no newer window: their lines at their own levels."""
         FENCINGS.unexpected(self._ids(slots))
+
+    def retaking(self, slots: Collection[int]) -> None:
+        """The task's warning that it takes such slots back with a new worker."""
+        log.warning(
+            "a writer that is not a newer window fenced this task's writer %s; taking %s back",
+            slot_list(slots),
+            "it" if len(slots) == 1 else "them",
+        )
 
     def tell(self) -> None:
         """The INFO line of the slots handed over since the last one; held lines no one decided on

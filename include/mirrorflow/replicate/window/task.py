@@ -44,7 +44,7 @@ from mirrorflow.replicate.window.figures import TaskFigures
 from mirrorflow.replicate.window.handovers import (
     HandoverLog,
     late_start_error,
-    slot_list,
+    retakes_error,
     slots_taken,
     taken_by,
 )
@@ -292,16 +292,8 @@ class WindowTask:
         self.handovers.taken_back(taken)
         self.outcome.retakes += 1
         if self.outcome.retakes > MAX_RETAKES:
-            raise WindowFailed(
-                f"writer {slot_list(taken)} of {self.assignment.flow} fenced {MAX_RETAKES + 1} times by "
-                "writers that are not a newer window of this flow: another copy of the flow is running "
-                "(`mirrorflow replicate` in batch mode, an older window retried by hand, MirrorMaker 2); stop it"
-            )
-        log.warning(
-            "a writer that is not a newer window fenced this task's writer %s; taking %s back",
-            slot_list(taken),
-            "it" if len(taken) == 1 else "them",
-        )
+            raise WindowFailed(retakes_error(taken, self.assignment.flow, MAX_RETAKES + 1))
+        self.handovers.retaking(taken)
         worker.close()
         return self._worker(tail)
 
