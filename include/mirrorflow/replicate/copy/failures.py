@@ -13,6 +13,7 @@ import logging
 
 from confluent_kafka import KafkaException
 
+from mirrorflow.kafka import KafkaCallError
 from mirrorflow.replicate.copy.calls import describe, kafka_error
 from mirrorflow.replicate.copy.chunk import PartitionCopy
 from mirrorflow.replicate.copy.job import CopyError
@@ -46,6 +47,10 @@ def retry_or_error(copy: PartitionCopy, exc: BaseException) -> tuple[bool, str |
         final = error is not None and error.fatal()
     elif isinstance(exc, ProgressReadError):
         message = f"reading progress failed: {exc}"
+    elif isinstance(exc, KafkaCallError):
+        # A call the copy makes beside its own clients (the run-records look before a window's
+        # writer writes): retried like a failed client call, never an unexpected failure.
+        message = str(exc)
     else:
         log.error("copying %s-%s failed unexpectedly", copy.span.topic, copy.span.partition, exc_info=exc)
         return False, f"unexpected {type(exc).__name__}: {exc}"

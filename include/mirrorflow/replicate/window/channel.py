@@ -29,7 +29,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.kafka import reader, served
+from mirrorflow.kafka import KafkaCallError, reader, served
 from mirrorflow.replicate.copy.clients import close_quietly
 from mirrorflow.replicate.run_reading import RunRecordAssembler
 from mirrorflow.replicate.runs import RUNS_TOPIC, IncompleteRunRecord, RunRecord, run_key, write_run_record
@@ -90,8 +90,9 @@ class StatusWriter:
         self._producer.purge()
 
 
-class RunsTailBehind(RuntimeError):
-    """The run-records topic could not be read to its end when a decision needed all of it."""
+class RunsTailBehind(KafkaCallError):
+    """The run-records topic could not be read to its end when a decision needed all of it (a
+    writer then writes nothing; its copy is retried as after any failed Kafka call)."""
 
 
 class RunsTail:
